@@ -1,0 +1,90 @@
+/*
+ * The ovsnap CLI: one file and one cmd_NAME() per subcommand, dispatched
+ * from the single table in ovsnap.c.  A command returns its exit status.
+ */
+#ifndef OVSNAP_CMD_H
+#define OVSNAP_CMD_H
+
+#include <popt.h>
+#include <stdbool.h>
+#include "libovsnap.h"
+
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,
+	EXIT_USAGE = 2,
+};
+
+enum cmd_flags {
+	CMD_NEEDS_ROOT = 1 << 0,
+	CMD_HIDDEN = 1 << 1,
+};
+
+struct cmd_struct {
+	const char *name;
+	int (*fn)(int argc, const char **argv);
+	const char *summary;	/* one line, shown by ovsnap --help */
+	unsigned flags;
+};
+
+extern const struct cmd_struct ovs_commands[];
+extern const char *ovs_progname;
+
+/* Options every subcommand takes (POPT_ARG_INCLUDE_TABLE it). */
+extern struct poptOption ovs_common_options[];
+/* --help and --usage; like POPT_AUTOHELP, but the help ends with the
+ * "See ovsnap-CMD(8)" line and goes through the protected stdout. */
+extern struct poptOption ovs_help_options[];
+#define OVS_POPT_AUTOHELP \
+	{ NULL, 0, POPT_ARG_INCLUDE_TABLE, ovs_common_options, 0, "Common options:", NULL }, \
+	{ NULL, 0, POPT_ARG_INCLUDE_TABLE, ovs_help_options, 0, "Help options:", NULL },
+enum { OVS_OPT_HELP = 0x4000, OVS_OPT_USAGE };
+extern int ovs_opt_quiet;
+
+/* "ovsnap: take /srv/x: not a directory" on stderr. */
+void ovs_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, ending with ": " + ovs_last_error() (or strerror(-err)). */
+void ovs_error_lib(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Parse argv with the command's popt table.  Returns a context positioned
+ * after the options, or NULL with *status set (usage error, or --help
+ * printed with status 0).  The caller poptFreeContext()s it.
+ */
+poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
+			   const struct poptOption *table, const char *args_help,
+			   int *status);
+/* The remaining arguments; exactly min..max of them or a usage error. */
+const char **ovs_popt_args(poptContext pc, const char *cmd, int min, int max,
+			   int *nargs, int *status);
+
+/* Conflicting options, declared as data (util-linux optutils.h style):
+ * each row lists option names that may not be given together. */
+struct ovs_excl {
+	const char *opts[4];
+};
+/* given[i] != 0 when opts i of a row was given; returns 0 or EXIT_USAGE
+ * after printing the conflict. */
+int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
+			const char *const *names, const int *given, size_t n);
+
+/* Turn a SRC argument into an absolute, canonical directory path.  Prints
+ * the error and returns NULL on failure. */
+char *ovs_resolve_source(const char *cmd, const char *arg);
+
+/* "not implemented yet" for commands whose issue has not landed. */
+int ovs_not_built(const char *cmd);
+
+/* Subcommands. */
+int cmd_take(int argc, const char **argv);
+int cmd_list(int argc, const char **argv);
+int cmd_mount(int argc, const char **argv);
+int cmd_umount(int argc, const char **argv);
+int cmd_merge(int argc, const char **argv);
+int cmd_drop(int argc, const char **argv);
+int cmd_fsck(int argc, const char **argv);
+int cmd_activate(int argc, const char **argv);
+int cmd_deactivate(int argc, const char **argv);
+int cmd_help(int argc, const char **argv);
+
+#endif

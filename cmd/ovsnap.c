@@ -1,0 +1,295 @@
+/*
+ * ovsnap — administer overlayfs-format copy-on-write snapshots of
+ * directory subtrees.  This file holds the command table and the pieces
+ * every subcommand shares; each subcommand lives in cmd/NAME.c.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+const char *ovs_progname = "ovsnap";
+int ovs_opt_quiet;
+
+/* The one table: ovsnap --help, dispatch and the root check come from it. */
+const struct cmd_struct ovs_commands[] = {
+	{ "take",	cmd_take,	"take a snapshot of a directory (sets it up the first time)", CMD_NEEDS_ROOT },
+	{ "list",	cmd_list,	"list volumes, or the snapshots of one volume", 0 },
+	{ "mount",	cmd_mount,	"mount a read-only view of a snapshot", CMD_NEEDS_ROOT },
+	{ "umount",	cmd_umount,	"unmount a snapshot view", CMD_NEEDS_ROOT },
+	{ "merge",	cmd_merge,	"merge adjacent snapshots into the oldest of them", CMD_NEEDS_ROOT },
+	{ "drop",	cmd_drop,	"delete snapshots, or prune them by a retention policy", CMD_NEEDS_ROOT },
+	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
+	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
+	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
+	{ "help",	cmd_help,	"show the help of a command", 0 },
+	{ NULL, NULL, NULL, 0 }
+};
+
+struct poptOption ovs_common_options[] = {
+	{ "quiet", 'q', POPT_ARG_NONE, &ovs_opt_quiet, 0,
+	  "print nothing but errors and requested output", NULL },
+	POPT_TABLEEND
+};
+
+struct poptOption ovs_help_options[] = {
+	{ "help", '?', POPT_ARG_NONE, NULL, OVS_OPT_HELP, "show this help message", NULL },
+	{ "usage", 0, POPT_ARG_NONE, NULL, OVS_OPT_USAGE, "display brief usage message", NULL },
+	POPT_TABLEEND
+};
+
+static void verror(const char *fmt, va_list ap, const char *tail)
+{
+	fflush(stdout);
+	fprintf(stderr, "%s: ", ovs_progname);
+	vfprintf(stderr, fmt, ap);
+	if (tail)
+		fprintf(stderr, ": %s", tail);
+	fputc('\n', stderr);
+}
+
+void ovs_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verror(fmt, ap, NULL);
+	va_end(ap);
+}
+
+void ovs_error_lib(int err, const char *fmt, ...)
+{
+	const char *msg = ovs_last_error();
+	va_list ap;
+
+	if (!msg || !*msg)
+		msg = strerror(err < 0 ? -err : err);
+	va_start(ap, fmt);
+	verror(fmt, ap, msg);
+	va_end(ap);
+}
+
+int ovs_not_built(const char *cmd)
+{
+	ovs_error("%s: not implemented in this version yet", cmd);
+	return EXIT_FAIL;
+}
+
+static const struct cmd_struct *find_command(const char *name)
+{
+	for (const struct cmd_struct *c = ovs_commands; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
+			   const struct poptOption *table, const char *args_help,
+			   int *status)
+{
+	static char name[64];
+	const char **pargv;
+	poptContext pc;
+	int rc;
+
+	/* popt names the program after argv[0]: make it "ovsnap take".  The
+	 * copy lives as long as the process (one command per process). */
+	snprintf(name, sizeof(name), "%s %s", ovs_progname, cmd);
+	pargv = calloc(argc + 1, sizeof(*pargv));
+	if (!pargv) {
+		ovs_error("%s: %s", cmd, strerror(ENOMEM));
+		*status = EXIT_FAIL;
+		return NULL;
+	}
+	memcpy(pargv, argv, argc * sizeof(*pargv));
+	pargv[0] = name;
+	pc = poptGetContext(name, argc, pargv, table, 0);
+	if (args_help)
+		poptSetOtherOptionHelp(pc, args_help);
+	while ((rc = poptGetNextOpt(pc)) > 0) {
+		if (rc == OVS_OPT_HELP || rc == OVS_OPT_USAGE) {
+			if (rc == OVS_OPT_HELP)
+				poptPrintHelp(pc, stdout, 0);
+			else
+				poptPrintUsage(pc, stdout, 0);
+			printf("\nSee %s-%s(8).\n", ovs_progname, cmd);
+			poptFreeContext(pc);
+			*status = EXIT_OK;
+			return NULL;
+		}
+	}
+	if (rc < -1) {
+		ovs_error("%s: %s: %s", cmd, poptBadOption(pc, POPT_BADOPTION_NOALIAS),
+			  poptStrerror(rc));
+		fprintf(stderr, "Try '%s %s --help' for more information.\n", ovs_progname, cmd);
+		poptFreeContext(pc);
+		*status = EXIT_USAGE;
+		return NULL;
+	}
+	*status = EXIT_OK;
+	return pc;
+}
+
+const char **ovs_popt_args(poptContext pc, const char *cmd, int min, int max,
+			   int *nargs, int *status)
+{
+	const char **args = poptGetArgs(pc);
+	int n = 0;
+
+	while (args && args[n])
+		n++;
+	if (n < min || (max >= 0 && n > max)) {
+		ovs_error("%s: %s", cmd, n < min ? "missing argument" :
+			  "too many arguments");
+		fprintf(stderr, "Try '%s %s --help' for more information.\n", ovs_progname, cmd);
+		*status = EXIT_USAGE;
+		return NULL;
+	}
+	*nargs = n;
+	*status = EXIT_OK;
+	return args;
+}
+
+int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
+			const char *const *names, const int *given, size_t n)
+{
+	for (const struct ovs_excl *r = rows; r->opts[0]; r++) {
+		const char *first = NULL;
+
+		for (int j = 0; j < 4 && r->opts[j]; j++) {
+			for (size_t i = 0; i < n; i++) {
+				if (!given[i] || strcmp(names[i], r->opts[j]) != 0)
+					continue;
+				if (first) {
+					ovs_error("%s: %s and %s cannot be used together",
+						  cmd, first, names[i]);
+					return EXIT_USAGE;
+				}
+				first = names[i];
+			}
+		}
+	}
+	return EXIT_OK;
+}
+
+char *ovs_resolve_source(const char *cmd, const char *arg)
+{
+	char *real;
+	struct stat st;
+
+	if (arg[0] != '/') {
+		ovs_error("%s %s: not an absolute path", cmd, arg);
+		return NULL;
+	}
+	real = realpath(arg, NULL);
+	if (!real) {
+		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
+		return NULL;
+	}
+	if (stat(real, &st) < 0) {
+		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
+		free(real);
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		ovs_error("%s %s: not a directory", cmd, arg);
+		free(real);
+		return NULL;
+	}
+	return real;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: %s [--version] [--help] COMMAND [ARGS]\n\n", ovs_progname);
+	fprintf(out, "File-level copy-on-write snapshots of directory subtrees.\n\n");
+	fprintf(out, "Commands:\n");
+	for (const struct cmd_struct *c = ovs_commands; c->name; c++)
+		if (!(c->flags & CMD_HIDDEN))
+			fprintf(out, "  %-11s %s\n", c->name, c->summary);
+	fprintf(out, "\nRun '%s COMMAND --help' for the options of a command.\n", ovs_progname);
+	fprintf(out, "See ovsnap(8).\n");
+}
+
+int cmd_help(int argc, const char **argv)
+{
+	const struct cmd_struct *c;
+	const char *hargv[] = { NULL, "--help", NULL };
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	c = find_command(argv[1]);
+	if (!c || c->fn == cmd_help) {
+		ovs_error("help: unknown command '%s'", argv[1]);
+		fprintf(stderr, "Try '%s --help' for more information.\n", ovs_progname);
+		return EXIT_USAGE;
+	}
+	hargv[0] = c->name;
+	return c->fn(2, hargv);
+}
+
+/* Protect stdout (util-linux closestream): a full disk or a closed pipe
+ * must turn into a failure, not a silent exit 0. */
+static int close_stdout(int status)
+{
+	if (ferror(stdout) || fflush(stdout) != 0 || fclose(stdout) != 0) {
+		if (errno == EPIPE)
+			return status;
+		fprintf(stderr, "%s: write error: %s\n", ovs_progname,
+			errno ? strerror(errno) : "I/O error");
+		return status ? status : EXIT_FAIL;
+	}
+	return status;
+}
+
+int main(int argc, const char **argv)
+{
+	const struct cmd_struct *c;
+	int status;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return close_stdout(EXIT_OK);
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+		printf("%s %s\n", ovs_progname, PACKAGE_VERSION);
+		return close_stdout(EXIT_OK);
+	}
+	if (argv[1][0] == '-') {
+		ovs_error("unrecognized option '%s'", argv[1]);
+		fprintf(stderr, "Try '%s --help' for more information.\n", ovs_progname);
+		return EXIT_USAGE;
+	}
+	c = find_command(argv[1]);
+	if (!c) {
+		ovs_error("'%s' is not an ovsnap command", argv[1]);
+		fprintf(stderr, "Try '%s --help' for more information.\n", ovs_progname);
+		return EXIT_USAGE;
+	}
+	if ((c->flags & CMD_NEEDS_ROOT) && geteuid() != 0) {
+		int i;
+
+		for (i = 2; i < argc; i++)
+			if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-?") == 0)
+				break;
+		if (i == argc) {
+			ovs_error("%s: must be run as root", c->name);
+			return EXIT_FAIL;
+		}
+	}
+	umask(022);
+	status = c->fn(argc - 1, argv + 1);
+	return close_stdout(status);
+}

@@ -1,0 +1,34 @@
+/*
+ * The control channel between the ovsnap CLI and a volume's daemon: a
+ * SOCK_SEQPACKET unix socket at ovs_volume_socket(v), one request and one
+ * reply per message, text, at most OVS_CTL_MSG_MAX bytes.
+ *
+ * Requests (the CLI holds the volume lock and passes its fd along with
+ * "take" as SCM_RIGHTS, so the lock stays held until the daemon is done
+ * even if the CLI dies):
+ *   "status"              -> "ok pid=<pid> layer=<id> epoch=<n>"
+ *   "take <name>|-"       -> "ok <id>"  (barrier, flush, sync, register,
+ *                            switch, release: DESIGN.md rules 10, 12, 13)
+ *   "stop [lazy]"         -> "ok"       (unmount and exit; refuses with
+ *                            EBUSY while files are open unless lazy)
+ * Any failure is "err <errno> <message>".
+ */
+#ifndef OVSNAP_CONTROL_H
+#define OVSNAP_CONTROL_H
+
+#include <stddef.h>
+
+#define OVS_CTL_MSG_MAX 4096
+
+/* Client side: connect, send req (with fd_to_pass >= 0 attached), read the
+ * reply into buf.  An "err N msg" reply returns -N with msg as the error. */
+int ovs_ctl_call(const char *sockpath, const char *req, int fd_to_pass,
+		 char *reply, size_t len, int timeout_ms);
+
+/* Server side. */
+int ovs_ctl_listen(const char *sockpath);	/* returns the listening fd */
+/* Receive one request on a connected fd; *fd_out gets a passed fd or -1. */
+int ovs_ctl_recv(int fd, char *buf, size_t len, int *fd_out);
+int ovs_ctl_reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
