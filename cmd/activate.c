@@ -1,3 +1,219 @@
+/*
+ * ovsnap activate / deactivate — switch a volume's snapshot mount on and
+ * off.  Two verbs rather than a flag, so that no typo of another command
+ * can ever switch protection off.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cmd.h"
-int cmd_activate(int argc, const char **argv) { return ovs_not_built("activate"); }
-int cmd_deactivate(int argc, const char **argv) { return ovs_not_built("deactivate"); }
+
+static int opt_force, opt_all, opt_lazy, opt_wait;
+
+/*
+ * Start the daemon of v (the caller holds the volume lock) and record the
+ * volume as active.  With a live daemon already there, nothing to do.
+ */
+int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force)
+{
+	const char *src = ovs_volume_source(v);
+	struct stat st;
+	int rc;
+
+	if (ovs_daemon_running(v)) {
+		if (!ovs_volume_active(v)) {
+			rc = ovs_registry_set_active(v, true);
+			if (rc < 0) {
+				ovs_error_lib(rc, "%s %s", cmd, src);
+				return EXIT_FAIL;
+			}
+		}
+		return EXIT_OK;
+	}
+	/* A dead daemon's mount still covers SRC (ENOTCONN) and nothing can
+	 * bypass it: the new daemon mounts over it with no unprotected gap.
+	 * Without one, what processes hold open would bypass the new mount. */
+	if (stat(src, &st) < 0 && errno == ENOTCONN)
+		force = true;
+	if (!force && ovs_check_no_users(cmd, src) != EXIT_OK)
+		return EXIT_FAIL;
+	rc = ovs_daemon_start(v);
+	if (rc < 0) {
+		ovs_error_lib(rc, "%s %s", cmd, src);
+		return EXIT_FAIL;
+	}
+	if (!ovs_volume_active(v)) {
+		rc = ovs_registry_set_active(v, true);
+		if (rc < 0) {
+			ovs_error_lib(rc, "%s %s", cmd, src);
+			return EXIT_FAIL;
+		}
+	}
+	return EXIT_OK;
+}
+
+static int activate_one(const char *src)
+{
+	struct ovs_volume *v;
+	int rc, status;
+
+	rc = ovs_volume_open(src, &v);
+	if (rc < 0) {
+		ovs_error_lib(rc, "activate %s", src);
+		return EXIT_FAIL;
+	}
+	rc = ovs_volume_lock(v, opt_wait, "activate");
+	if (rc < 0) {
+		ovs_error_lib(rc, "activate %s", src);
+		ovs_volume_unref(v);
+		return EXIT_FAIL;
+	}
+	rc = ovs_registry_load(v);
+	if (rc < 0) {
+		ovs_error_lib(rc, "activate %s", src);
+		status = EXIT_FAIL;
+	} else {
+		status = ovs_activate_locked("activate", v, opt_force);
+	}
+	ovs_volume_unlock(v);
+	ovs_volume_unref(v);
+	return status;
+}
+
+/* At boot: every volume that was active when the machine went down. */
+static int activate_all(void)
+{
+	struct ovs_volume **vols;
+	int rc, status = EXIT_OK;
+	size_t n;
+
+	rc = ovs_volume_list(&vols, &n);
+	if (rc < 0) {
+		ovs_error_lib(rc, "activate --all");
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ovs_volume_active(vols[i]))
+			continue;
+		if (activate_one(ovs_volume_source(vols[i])) != EXIT_OK)
+			status = EXIT_FAIL;
+	}
+	ovs_volume_list_free(vols, n);
+	return status;
+}
+
+static struct poptOption activate_options[] = {
+	{ "all", 'a', POPT_ARG_NONE, &opt_all, 0,
+	  "activate every volume that was active (at boot)", NULL },
+	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
+	  "activate even while processes use SRC (what they hold open is unprotected)", NULL },
+	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
+	  "wait for another command on the volume instead of failing", NULL },
+	OVS_POPT_AUTOHELP
+	POPT_TABLEEND
+};
+
+int cmd_activate(int argc, const char **argv)
+{
+	const char **args;
+	poptContext pc;
+	char *src;
+	int status, n;
+
+	pc = ovs_popt_parse("activate", argc, argv, activate_options, "SRC", &status);
+	if (!pc)
+		return status;
+	args = ovs_popt_args(pc, "activate", opt_all ? 0 : 1, opt_all ? 0 : 1, &n, &status);
+	if (!args && status) {
+		poptFreeContext(pc);
+		return status;
+	}
+	if (opt_all) {
+		status = activate_all();
+	} else {
+		src = ovs_resolve_source("activate", args[0]);
+		status = src ? activate_one(src) : EXIT_FAIL;
+		free(src);
+	}
+	poptFreeContext(pc);
+	return status;
+}
+
+static struct poptOption deactivate_options[] = {
+	{ "lazy", 'l', POPT_ARG_NONE, &opt_lazy, 0,
+	  "switch off even while files are open (their later changes are not preserved)", NULL },
+	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
+	  "wait for another command on the volume instead of failing", NULL },
+	OVS_POPT_AUTOHELP
+	POPT_TABLEEND
+};
+
+static int deactivate_locked(struct ovs_volume *v)
+{
+	const char *src = ovs_volume_source(v);
+	int rc;
+
+	if (ovs_daemon_running(v)) {
+		rc = ovs_daemon_stop(v, opt_lazy);
+		if (rc < 0) {
+			ovs_error_lib(rc, "deactivate %s", src);
+			return EXIT_FAIL;
+		}
+	} else {
+		/* A dead daemon's mount: take it away so SRC is usable. */
+		rc = ovs_umount_dead(src);
+		if (rc < 0) {
+			ovs_error_lib(rc, "deactivate %s", src);
+			return EXIT_FAIL;
+		}
+	}
+	/* Recorded even when it was not active, so fsck knows from when on
+	 * changes to SRC are unprotected. */
+	rc = ovs_registry_set_active(v, false);
+	if (rc < 0) {
+		ovs_error_lib(rc, "deactivate %s", src);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+int cmd_deactivate(int argc, const char **argv)
+{
+	struct ovs_volume *v = NULL;
+	const char **args;
+	poptContext pc;
+	char *src = NULL;
+	int status, n, rc;
+
+	pc = ovs_popt_parse("deactivate", argc, argv, deactivate_options, "SRC", &status);
+	if (!pc)
+		return status;
+	args = ovs_popt_args(pc, "deactivate", 1, 1, &n, &status);
+	if (!args)
+		goto out;
+	status = EXIT_FAIL;
+	src = ovs_resolve_source("deactivate", args[0]);
+	if (!src)
+		goto out;
+	rc = ovs_volume_open(src, &v);
+	if (rc == 0)
+		rc = ovs_volume_lock(v, opt_wait, "deactivate");
+	if (rc == 0)
+		rc = ovs_registry_load(v);
+	if (rc < 0) {
+		ovs_error_lib(rc, "deactivate %s", src);
+		goto out;
+	}
+	status = deactivate_locked(v);
+out:
+	if (v) {
+		ovs_volume_unlock(v);
+		ovs_volume_unref(v);
+	}
+	free(src);
+	poptFreeContext(pc);
+	return status;
+}

@@ -68,12 +68,28 @@ struct ovs_excl {
 int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
 			const char *const *names, const int *given, size_t n);
 
-/* Turn a SRC argument into an absolute, canonical directory path.  Prints
- * the error and returns NULL on failure. */
+/* Turn a SRC argument into an absolute, canonical directory path (also
+ * when a dead daemon's mount covers it).  Prints the error and returns
+ * NULL on failure. */
 char *ovs_resolve_source(const char *cmd, const char *arg);
 
 /* "not implemented yet" for commands whose issue has not landed. */
 int ovs_not_built(const char *cmd);
+
+/* The volume's snapshot-mount daemon (cmd/daemon-client.c). */
+int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len);
+bool ovs_daemon_running(struct ovs_volume *v);
+/* Start ovsnapd for v and wait until it has mounted over SRC. */
+int ovs_daemon_start(struct ovs_volume *v);
+int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
+/* Ask the daemon for a snapshot; the held volume lock goes along. */
+int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
+/* Lazily unmount the mount of a dead daemon at src, if there is one. */
+int ovs_umount_dead(const char *src);
+/* Start the daemon of a locked, loaded volume and mark it active. */
+int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
+/* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
+int ovs_check_no_users(const char *cmd, const char *src);
 
 /* Subcommands. */
 int cmd_take(int argc, const char **argv);

@@ -180,7 +180,7 @@ int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
 
 char *ovs_resolve_source(const char *cmd, const char *arg)
 {
-	char *real;
+	char *real, *slash;
 	struct stat st;
 
 	if (arg[0] != '/') {
@@ -188,11 +188,32 @@ char *ovs_resolve_source(const char *cmd, const char *arg)
 		return NULL;
 	}
 	real = realpath(arg, NULL);
+	if (!real && errno == ENOTCONN) {
+		/* SRC under the mount of a dead daemon: still a volume's
+		 * source; resolve its parent instead. */
+		char *dup = strdup(arg), *parent;
+
+		slash = dup ? strrchr(dup, '/') : NULL;
+		if (slash && slash[1]) {
+			*slash = 0;
+			parent = realpath(*dup ? dup : "/", NULL);
+			if (parent && asprintf(&real, "%s/%s", strcmp(parent, "/") ? parent : "",
+					       slash + 1) < 0)
+				real = NULL;
+			free(parent);
+		}
+		free(dup);
+		if (real)
+			return real;
+		errno = ENOTCONN;
+	}
 	if (!real) {
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		return NULL;
 	}
 	if (stat(real, &st) < 0) {
+		if (errno == ENOTCONN)
+			return real;
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		free(real);
 		return NULL;

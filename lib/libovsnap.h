@@ -152,6 +152,12 @@ int ovs_intent_write(struct ovs_volume *v, const char *text);
 int ovs_intent_read(struct ovs_volume *v, char *buf, size_t len);
 int ovs_intent_clear(struct ovs_volume *v);
 
+/* ---- processes ------------------------------------------------------- */
+
+/* PIDs of the processes (other than this one) with an open file, working
+ * or root directory, executable or mapping under the directory dir. */
+int ovs_path_users(const char *dir, pid_t **pids, size_t *n);
+
 /* ---- small shared helpers ---------------------------------------------- */
 
 /* Write a whole file atomically and durably: tmp in the same dir, fsync,
