@@ -1,0 +1,170 @@
+#!/bin/bash
+# Benchmarks of the snapshot mount (issue 3), each quoted as a ratio
+# against a baseline measured in the same run on the same images:
+#   take latency on a 100-file and a 200,000-file tree, and with 1 GiB dirty
+#   first write to a 1 GiB file after a take: clone (XFS) vs copy (ext4)
+#   live path vs native XFS vs fuse-overlayfs: 1 GiB sequential write and
+#   read, creating and deleting 20,000 small files
+# Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/snapshot-bench.sh
+# Needs about 12 GiB of free space under ${BENCH_DIR:-/var/tmp}.
+set -euo pipefail
+
+OVSNAP=${OVSNAP:-$PWD/ovsnap}
+FILEOPS=${FILEOPS:-$PWD/bench/ovs-fileops}
+BIG_MB=${BIG_MB:-1024}
+SMALL_FILES=${SMALL_FILES:-20000}
+BIG_TREE=${BIG_TREE:-200000}
+REPEAT=${REPEAT:-5}
+
+work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-bench.XXXXXX")
+export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
+loops=()
+
+cleanup() {
+	set +e
+	for m in $(findmnt -rn -o TARGET | grep "^$work" | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	pkill -f "ovsnapd.*$work" 2>/dev/null
+	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkimg() { # TYPE SIZE -> mounted at $work/TYPE
+	local type=$1 size=$2 img=$work/$1.img dev
+	truncate -s "$size" "$img"
+	dev=$(losetup -f --show "$img")
+	loops+=("$dev")
+	case $type in
+	xfs) mkfs.xfs -q -m reflink=1 "$dev" ;;
+	ext4) mkfs.ext4 -q -F "$dev" ;;
+	btrfs) mkfs.btrfs -q -f "$dev" ;;
+	esac
+	mkdir -p "$work/$type"
+	mount "$dev" "$work/$type"
+}
+
+now() { date +%s%N; }
+ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+row() { printf '%-46s %12s %12s %12s   %s\n' "$@"; }
+
+take_ms() { # SRC -> median ms of $REPEAT takes
+	local src=$1 t0 t1
+	for _ in $(seq "$REPEAT"); do
+		t0=$(now); "$OVSNAP" take "$src" >/dev/null; t1=$(now)
+		ms "$t0" "$t1"; echo
+	done | median
+}
+
+mktree() { # DIR N: N empty files in folders of 1000
+	local dir=$1 n=$2 d
+	mkdir -p "$dir"
+	for ((d = 0; d * 1000 < n; d++)); do
+		mkdir "$dir/d$d"
+		(cd "$dir/d$d" && touch $(seq -f 'f%g' 1 1000))
+	done
+}
+
+seq_write_ms() { # FILE
+	local t0 t1
+	drop_caches
+	t0=$(now)
+	dd if=/dev/zero of="$1" bs=1M count="$BIG_MB" conv=fsync status=none
+	t1=$(now)
+	ms "$t0" "$t1"
+}
+
+seq_read_ms() { # FILE
+	local t0 t1
+	drop_caches
+	t0=$(now)
+	dd if="$1" of=/dev/null bs=1M status=none
+	t1=$(now)
+	ms "$t0" "$t1"
+}
+
+small_ms() { # DIR create|delete
+	local ns
+	sync
+	ns=$("$FILEOPS" "$2" "$1" "$SMALL_FILES" 4096)
+	sync
+	awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
+}
+
+echo "ovsnap snapshot-mount benchmarks, $(date -u +%FT%TZ), $(uname -r), $(nproc) cores"
+echo "sizes: big file ${BIG_MB} MiB, ${SMALL_FILES} small files, big tree ${BIG_TREE} files; medians of ${REPEAT}"
+echo
+
+mkimg xfs 12G
+mkimg ext4 6G
+
+# --- take latency -------------------------------------------------------
+row "take latency (ms)" "100 files" "${BIG_TREE} files" "ratio" ""
+mktree "$work/xfs/small" 100
+mktree "$work/xfs/large" "$BIG_TREE"
+"$OVSNAP" take "$work/xfs/small" >/dev/null
+"$OVSNAP" take "$work/xfs/large" >/dev/null
+t_small=$(take_ms "$work/xfs/small")
+t_large=$(take_ms "$work/xfs/large")
+row "take, nothing dirty" "$t_small" "$t_large" "$(ratio "$t_large" "$t_small")" "large/small"
+dd if=/dev/zero of="$work/xfs/small/dirty" bs=1M count="$BIG_MB" status=none
+t0=$(now); "$OVSNAP" take "$work/xfs/small" >/dev/null; t1=$(now)
+row "take with ${BIG_MB} MiB just written" "$(ms "$t0" "$t1")" "" "" "(includes syncing it)"
+"$OVSNAP" deactivate "$work/xfs/small"
+"$OVSNAP" deactivate "$work/xfs/large"
+rm -rf "$work/xfs/large"
+echo
+
+# --- first write after a take: clone vs copy ----------------------------
+row "first 4 KiB write to a ${BIG_MB} MiB file (ms)" "xfs clone" "ext4 copy" "copy/clone" ""
+for fs in xfs ext4; do
+	mkdir -p "$work/$fs/cow"
+	dd if=/dev/urandom of="$work/$fs/cow/big" bs=1M count="$BIG_MB" status=none
+	sync
+	"$OVSNAP" take "$work/$fs/cow" >/dev/null
+	"$OVSNAP" take "$work/$fs/cow" >/dev/null
+	t0=$(now)
+	dd if=/dev/zero of="$work/$fs/cow/big" bs=4k count=1 conv=notrunc,fsync status=none
+	t1=$(now)
+	eval "cow_$fs=$(ms "$t0" "$t1")"
+	"$OVSNAP" deactivate "$work/$fs/cow"
+done
+row "" "$cow_xfs" "$cow_ext4" "$(ratio "$cow_ext4" "$cow_xfs")" ""
+echo
+
+# --- live path vs native vs fuse-overlayfs -------------------------------
+mkdir -p "$work/xfs/native" "$work/xfs/live" "$work/xfs/fo-lower" "$work/xfs/fo-upper" \
+	"$work/xfs/fo-work" "$work/xfs/fo"
+"$OVSNAP" take "$work/xfs/live" >/dev/null
+"$OVSNAP" take "$work/xfs/live" >/dev/null
+have_fo=no
+if command -v fuse-overlayfs >/dev/null; then
+	fuse-overlayfs -o "lowerdir=$work/xfs/fo-lower,upperdir=$work/xfs/fo-upper,workdir=$work/xfs/fo-work" \
+		"$work/xfs/fo" && have_fo=yes
+fi
+declare -A res
+for where in native live fo; do
+	[ "$where" = fo ] && [ "$have_fo" = no ] && continue
+	d=$work/xfs/$where
+	res[$where,write]=$(seq_write_ms "$d/big")
+	res[$where,read]=$(seq_read_ms "$d/big")
+	mkdir "$d/small"
+	res[$where,create]=$(small_ms "$d/small" create)
+	res[$where,delete]=$(small_ms "$d/small" delete)
+done
+row "live path (ms; ratio = native/ovsnap speed)" "native xfs" "ovsnap" "fuse-ovlfs" "ovsnap vs native | fuse-overlayfs vs native"
+for w in write read create delete; do
+	case $w in
+	write) label="${BIG_MB} MiB sequential write + fsync" ;;
+	read) label="${BIG_MB} MiB sequential read, cold" ;;
+	create) label="create ${SMALL_FILES} 4 KiB files" ;;
+	delete) label="delete ${SMALL_FILES} files" ;;
+	esac
+	n=${res[native,$w]}; l=${res[live,$w]}; f=${res[fo,$w]:-}
+	row "$label" "$n" "$l" "${f:--}" "$(ratio "$n" "$l")x | $( [ -n "$f" ] && ratio "$n" "$f" || echo -)x"
+done
+"$OVSNAP" deactivate "$work/xfs/live"
