@@ -1,1 +1,913 @@
-/* placeholder: being written */
+/*
+ * The registry of a volume's snapshots: a small versioned text file that is
+ * parsed strictly (a hand-edited or truncated file is refused with its line
+ * number, never half-used) and only ever replaced atomically.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+
+const char *ovs_snap_state_name(enum ovs_snap_state s)
+{
+	switch (s) {
+	case OVS_SNAP_ACTIVE:
+		return "active";
+	case OVS_SNAP_FROZEN:
+		return "frozen";
+	}
+	return "?";
+}
+
+bool ovs_snapshot_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+	bool digits_only = true;
+
+	if (n == 0 || n > OVS_NAME_MAX || name[0] == '.' || name[0] == '-')
+		return false;
+	for (const char *p = name; *p; p++) {
+		char c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return false;
+		if (c < '0' || c > '9')
+			digits_only = false;
+	}
+	/* an all-digit name would read as an id */
+	return !digits_only;
+}
+
+void ovs_registry_clear(struct ovs_registry *reg)
+{
+	free(reg->source);
+	free(reg->snaps);
+	memset(reg, 0, sizeof(*reg));
+}
+
+int ovs_registry_copy(struct ovs_registry *dst, const struct ovs_registry *src)
+{
+	*dst = *src;
+	dst->source = NULL;
+	dst->snaps = NULL;
+	if (src->source && !(dst->source = strdup(src->source)))
+		goto nomem;
+	if (src->nsnaps) {
+		/* one spare slot for add_snapshot */
+		dst->snaps = calloc(src->nsnaps + 1, sizeof(*dst->snaps));
+		if (!dst->snaps)
+			goto nomem;
+		memcpy(dst->snaps, src->snaps, src->nsnaps * sizeof(*dst->snaps));
+	}
+	return 0;
+nomem:
+	ovs_registry_clear(dst);
+	return ovs_err(ENOMEM, "out of memory");
+}
+
+/* ---- text escaping of the source path ------------------------------------ */
+
+static bool needs_escape(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f || c == '\\';
+}
+
+static char *escape_value(const char *s)
+{
+	char *out = malloc(strlen(s) * 4 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		if (needs_escape(*s))
+			o += sprintf(o, "\\x%02x", (unsigned char)*s);
+		else
+			*o++ = *s;
+	}
+	*o = '\0';
+	return out;
+}
+
+static int hexdigit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* In place; -EINVAL on a malformed escape or a byte that should have been
+ * escaped. */
+static int unescape_value(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (*s == '\\') {
+			int hi, lo;
+
+			if (s[1] != 'x' || (hi = hexdigit(s[2])) < 0 || (lo = hexdigit(s[3])) < 0)
+				return -EINVAL;
+			char c = (char)(hi << 4 | lo);
+
+			if (!needs_escape(c) || c == '\0')
+				return -EINVAL;
+			*o++ = c;
+			s += 3;
+		} else if (needs_escape(*s)) {
+			return -EINVAL;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+	return 0;
+}
+
+/* ---- the parser ------------------------------------------------------------ */
+
+struct parser {
+	const char *where;
+	unsigned line;
+	struct ovs_registry *reg;
+	unsigned seen;		/* bit per header key */
+	bool in_snapshots;
+	size_t alloc;
+};
+
+enum {
+	KEY_SOURCE, KEY_FSTYPE, KEY_FSUUID, KEY_CLONE, KEY_NEXT_ID, KEY_ACTIVE,
+	KEY_DEACTIVATED_NS, NKEYS
+};
+static const char *const header_keys[NKEYS] = {
+	[KEY_SOURCE] = "source",
+	[KEY_FSTYPE] = "fstype",
+	[KEY_FSUUID] = "fsuuid",
+	[KEY_CLONE] = "clone",
+	[KEY_NEXT_ID] = "next-id",
+	[KEY_ACTIVE] = "active",
+	[KEY_DEACTIVATED_NS] = "deactivated-ns",
+};
+
+static int bad(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct parser *p, const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return ovs_err(EUCLEAN, "registry %s line %u: %s", p->where, p->line, what);
+}
+
+static int parse_bool(struct parser *p, const char *key, const char *val, bool *out)
+{
+	if (strcmp(val, "0") == 0)
+		*out = false;
+	else if (strcmp(val, "1") == 0)
+		*out = true;
+	else
+		return bad(p, "%s must be 0 or 1, not '%s'", key, val);
+	return 0;
+}
+
+static int parse_num(struct parser *p, const char *key, const char *val, uint64_t *out)
+{
+	if (ovs_parse_u64(val, out) < 0)
+		return bad(p, "bad number '%s' for %s", val, key);
+	return 0;
+}
+
+static int parse_header(struct parser *p, char *key, char *val)
+{
+	struct ovs_registry *r = p->reg;
+	uint64_t num;
+	int k, rc = 0;
+
+	for (k = 0; k < NKEYS; k++)
+		if (strcmp(key, header_keys[k]) == 0)
+			break;
+	if (k == NKEYS)
+		return bad(p, "unknown key '%s'", key);
+	if (p->in_snapshots)
+		return bad(p, "'%s' after the snapshots", key);
+	if (p->seen & (1u << k))
+		return bad(p, "duplicate key '%s'", key);
+	p->seen |= 1u << k;
+	if (!val)
+		return bad(p, "%s without a value", key);
+
+	switch (k) {
+	case KEY_SOURCE:
+		if (unescape_value(val) < 0 || val[0] != '/')
+			return bad(p, "source is not an absolute path");
+		r->source = strdup(val);
+		if (!r->source)
+			return ovs_err(ENOMEM, "out of memory");
+		break;
+	case KEY_FSTYPE:
+	case KEY_FSUUID: {
+		char *dst = k == KEY_FSTYPE ? r->fstype : r->fsuuid;
+		size_t max = k == KEY_FSTYPE ? sizeof(r->fstype) : sizeof(r->fsuuid);
+
+		if (strlen(val) >= max || strpbrk(val, " \\"))
+			return bad(p, "bad %s '%s'", key, val);
+		strcpy(dst, val);
+		break;
+	}
+	case KEY_CLONE:
+		rc = parse_bool(p, key, val, &r->can_clone);
+		break;
+	case KEY_ACTIVE:
+		rc = parse_bool(p, key, val, &r->active);
+		break;
+	case KEY_NEXT_ID:
+		rc = parse_num(p, key, val, &r->next_id);
+		if (!rc && r->next_id == 0)
+			rc = bad(p, "next-id must be at least 1");
+		break;
+	case KEY_DEACTIVATED_NS:
+		rc = parse_num(p, key, val, &num);
+		if (!rc && num > INT64_MAX)
+			rc = bad(p, "bad number '%s' for %s", val, key);
+		r->deactivated_ns = (int64_t)num;
+		break;
+	}
+	return rc;
+}
+
+static int parse_snapshot(struct parser *p, char *rest)
+{
+	struct ovs_registry *r = p->reg;
+	struct ovs_snapshot s = { 0 };
+	char *f[6];
+	int nf = 0;
+	uint64_t num;
+
+	if (p->seen != (1u << NKEYS) - 1) {
+		for (int k = 0; k < NKEYS; k++)
+			if (!(p->seen & (1u << k)))
+				return bad(p, "snapshot before the header key '%s'", header_keys[k]);
+	}
+	p->in_snapshots = true;
+	/* exactly one space between fields: the file is only ever written
+	 * by ovs_registry_format, anything else was edited by hand */
+	for (char *tok = rest; tok && nf < 6;) {
+		char *sp = strchr(tok, ' ');
+
+		if (sp)
+			*sp++ = '\0';
+		if (!*tok)
+			return bad(p, "empty field in a snapshot line");
+		f[nf++] = tok;
+		tok = sp;
+	}
+	if (nf != 5)
+		return bad(p, "a snapshot needs 5 fields (id name created state hold), found %d", nf);
+
+	if (parse_num(p, "the snapshot id", f[0], &s.id) < 0)
+		return -EUCLEAN;
+	if (s.id == 0)
+		return bad(p, "snapshot id 0");
+	if (r->nsnaps && s.id == r->snaps[r->nsnaps - 1].id)
+		return bad(p, "duplicate snapshot id %llu", (unsigned long long)s.id);
+	if (r->nsnaps && s.id < r->snaps[r->nsnaps - 1].id)
+		return bad(p, "snapshot id %llu out of order (after %llu)",
+			   (unsigned long long)s.id,
+			   (unsigned long long)r->snaps[r->nsnaps - 1].id);
+	if (s.id >= r->next_id)
+		return bad(p, "snapshot id %llu is not below next-id %llu",
+			   (unsigned long long)s.id, (unsigned long long)r->next_id);
+
+	if (strcmp(f[1], "-") != 0) {
+		if (!ovs_snapshot_name_valid(f[1]))
+			return bad(p, "bad snapshot name '%s'", f[1]);
+		for (size_t i = 0; i < r->nsnaps; i++)
+			if (strcmp(r->snaps[i].name, f[1]) == 0)
+				return bad(p, "duplicate snapshot name '%s'", f[1]);
+		strcpy(s.name, f[1]);
+	}
+
+	if (parse_num(p, "the creation time", f[2], &num) < 0)
+		return -EUCLEAN;
+	if (num > INT64_MAX)
+		return bad(p, "bad number '%s' for the creation time", f[2]);
+	s.created_ns = (int64_t)num;
+
+	if (strcmp(f[3], "active") == 0)
+		s.state = OVS_SNAP_ACTIVE;
+	else if (strcmp(f[3], "frozen") == 0)
+		s.state = OVS_SNAP_FROZEN;
+	else
+		return bad(p, "unknown snapshot state '%s'", f[3]);
+	if (r->nsnaps && r->snaps[r->nsnaps - 1].state == OVS_SNAP_ACTIVE)
+		return bad(p, "snapshot %llu is active but not the newest",
+			   (unsigned long long)r->snaps[r->nsnaps - 1].id);
+
+	if (parse_bool(p, "hold", f[4], &s.hold) < 0)
+		return -EUCLEAN;
+
+	if (r->nsnaps == OVS_MAX_SNAPSHOTS)
+		return bad(p, "more than %d snapshots", OVS_MAX_SNAPSHOTS);
+	if (r->nsnaps + 1 >= p->alloc) {
+		size_t na = p->alloc ? p->alloc * 2 : 16;
+		struct ovs_snapshot *ns = realloc(r->snaps, na * sizeof(*ns));
+
+		if (!ns)
+			return ovs_err(ENOMEM, "out of memory");
+		r->snaps = ns;
+		p->alloc = na;
+	}
+	r->snaps[r->nsnaps++] = s;
+	return 0;
+}
+
+static int parse_end(struct parser *p)
+{
+	struct ovs_registry *r = p->reg;
+
+	for (int k = 0; k < NKEYS; k++)
+		if (!(p->seen & (1u << k)))
+			return bad(p, "missing key '%s'", header_keys[k]);
+	if (r->nsnaps && r->snaps[r->nsnaps - 1].state != OVS_SNAP_ACTIVE)
+		return bad(p, "the newest snapshot %llu is not active",
+			   (unsigned long long)r->snaps[r->nsnaps - 1].id);
+	return 0;
+}
+
+int ovs_registry_parse(const char *where, const char *text, size_t len,
+		       struct ovs_registry *reg)
+{
+	struct parser p = { .where = where, .reg = reg };
+	const char *pos = text, *end = text + len;
+	bool ended = false;
+	char *line = NULL;
+	int rc = 0;
+
+	memset(reg, 0, sizeof(*reg));
+	while (pos < end) {
+		const char *nl = memchr(pos, '\n', end - pos);
+		size_t n;
+		char *key, *val;
+
+		p.line++;
+		if (!nl) {
+			rc = bad(&p, "truncated (no newline at the end)");
+			goto fail;
+		}
+		n = nl - pos;
+		free(line);
+		line = strndup(pos, n);
+		if (!line) {
+			rc = ovs_err(ENOMEM, "out of memory");
+			goto fail;
+		}
+		pos = nl + 1;
+		if (strlen(line) != n) {
+			rc = bad(&p, "NUL byte");
+			goto fail;
+		}
+		if (ended) {
+			rc = bad(&p, "text after the end line");
+			goto fail;
+		}
+		if (p.line == 1) {
+			uint64_t ver;
+
+			if (strncmp(line, OVS_REGISTRY_MAGIC " ", sizeof(OVS_REGISTRY_MAGIC)) != 0 ||
+			    ovs_parse_u64(line + sizeof(OVS_REGISTRY_MAGIC), &ver) < 0) {
+				rc = bad(&p, "not an ovsnap registry");
+				goto fail;
+			}
+			if (ver != OVS_REGISTRY_VERSION) {
+				rc = bad(&p, "unsupported registry version %llu (this ovsnap reads %d)",
+					 (unsigned long long)ver, OVS_REGISTRY_VERSION);
+				goto fail;
+			}
+			continue;
+		}
+		if (n == 0) {
+			rc = bad(&p, "empty line");
+			goto fail;
+		}
+		key = line;
+		val = strchr(line, ' ');
+		if (val)
+			*val++ = '\0';
+		if (strcmp(key, "end") == 0) {
+			if (val) {
+				rc = bad(&p, "text after 'end'");
+				goto fail;
+			}
+			rc = parse_end(&p);
+			ended = true;
+		} else if (strcmp(key, "snapshot") == 0) {
+			rc = parse_snapshot(&p, val);
+		} else {
+			rc = parse_header(&p, key, val);
+		}
+		if (rc < 0)
+			goto fail;
+	}
+	if (!ended) {
+		p.line++;
+		rc = bad(&p, p.line == 1 ? "empty file" : "truncated (no end line)");
+		goto fail;
+	}
+	free(line);
+	return 0;
+fail:
+	free(line);
+	ovs_registry_clear(reg);
+	return rc;
+}
+
+int ovs_registry_format(const struct ovs_registry *r, char **text, size_t *len)
+{
+	char *src = escape_value(r->source ? r->source : "");
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f;
+
+	if (!src)
+		return ovs_err(ENOMEM, "out of memory");
+	f = open_memstream(&buf, &size);
+	if (!f) {
+		free(src);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	fprintf(f, "%s %d\n", OVS_REGISTRY_MAGIC, OVS_REGISTRY_VERSION);
+	fprintf(f, "source %s\n", src);
+	fprintf(f, "fstype %s\n", r->fstype);
+	fprintf(f, "fsuuid %s\n", r->fsuuid);
+	fprintf(f, "clone %d\n", r->can_clone);
+	fprintf(f, "next-id %llu\n", (unsigned long long)r->next_id);
+	fprintf(f, "active %d\n", r->active);
+	fprintf(f, "deactivated-ns %lld\n", (long long)r->deactivated_ns);
+	for (size_t i = 0; i < r->nsnaps; i++) {
+		const struct ovs_snapshot *s = &r->snaps[i];
+
+		fprintf(f, "snapshot %llu %s %lld %s %d\n", (unsigned long long)s->id,
+			s->name[0] ? s->name : "-", (long long)s->created_ns,
+			ovs_snap_state_name(s->state), s->hold);
+	}
+	fprintf(f, "end\n");
+	free(src);
+	if (fclose(f) != 0) {
+		free(buf);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	*text = buf;
+	*len = size;
+	return 0;
+}
+
+int ovs_registry_store(int dirfd, const char *where, const struct ovs_registry *reg)
+{
+	char *text;
+	size_t len;
+	int rc;
+
+	rc = ovs_registry_format(reg, &text, &len);
+	if (rc < 0)
+		return rc;
+	rc = ovs_write_file_atomic(dirfd, OVS_REGISTRY_FILE, text, len, 0600);
+	free(text);
+	if (rc < 0)
+		return ovs_err_keep(rc, "cannot write the registry of %s", where);
+	return 0;
+}
+
+/* ---- the volume's registry ---------------------------------------------- */
+
+int ovs_registry_load(struct ovs_volume *v)
+{
+	struct ovs_registry reg;
+	char where[PATH_MAX + 16];
+	char *text;
+	size_t len;
+	int rc;
+
+	if (v->dirfd < 0)
+		return ovs_err(ENOENT, "store %s of %s is missing", v->store, v->source);
+	snprintf(where, sizeof(where), "%s/%s", v->store, OVS_REGISTRY_FILE);
+	rc = ovs_read_file_at(v->dirfd, OVS_REGISTRY_FILE, &text, &len, 1 << 20);
+	if (rc < 0)
+		return ovs_err(rc, "cannot read %s: %s", where, strerror(-rc));
+	rc = ovs_registry_parse(where, text, len, &reg);
+	free(text);
+	if (rc < 0)
+		return rc;
+	if (v->source && strcmp(reg.source, v->source) != 0) {
+		rc = ovs_err(EUCLEAN, "registry %s belongs to %s, not %s", where,
+			     reg.source, v->source);
+		ovs_registry_clear(&reg);
+		return rc;
+	}
+	ovs_registry_clear(&v->reg);
+	v->reg = reg;
+	return 0;
+}
+
+size_t ovs_snapshot_count(const struct ovs_volume *v)
+{
+	return v->reg.nsnaps;
+}
+
+const struct ovs_snapshot *ovs_snapshot_at(const struct ovs_volume *v, size_t i)
+{
+	return i < v->reg.nsnaps ? &v->reg.snaps[i] : NULL;
+}
+
+uint64_t ovs_registry_next_id(const struct ovs_volume *v)
+{
+	return v->reg.next_id;
+}
+
+static int layer_path(const struct ovs_volume *v, uint64_t id, const char *what,
+		      char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/%s/%llu/%s", v->store, OVS_LAYERS_DIR,
+			     (unsigned long long)id, what) >= len)
+		return ovs_err(ENAMETOOLONG, "%s: path too long", v->store);
+	return 0;
+}
+
+int ovs_snapshot_upper(const struct ovs_volume *v, uint64_t id, char *buf, size_t len)
+{
+	return layer_path(v, id, "upper", buf, len);
+}
+
+int ovs_snapshot_work(const struct ovs_volume *v, uint64_t id, char *buf, size_t len)
+{
+	return layer_path(v, id, "work", buf, len);
+}
+
+/* ---- references ----------------------------------------------------------- */
+
+int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
+			 const struct ovs_snapshot **out)
+{
+	const struct ovs_registry *r = &v->reg;
+	uint64_t num;
+
+	if (ref[0] == '@') {
+		size_t idx;
+
+		if (strcmp(ref, "@latest") == 0 || strcmp(ref, "@oldest") == 0 ||
+		    strncmp(ref, "@-", 2) == 0) {
+			if (!r->nsnaps)
+				return ovs_err(ENOENT, "%s has no snapshots", v->source);
+		}
+		if (strcmp(ref, "@latest") == 0) {
+			idx = r->nsnaps - 1;
+		} else if (strcmp(ref, "@oldest") == 0) {
+			idx = 0;
+		} else if (strncmp(ref, "@-", 2) == 0 && ovs_parse_u64(ref + 2, &num) == 0) {
+			if (num >= r->nsnaps)
+				return ovs_err(ENOENT, "%s: %s has only %zu snapshot%s", ref,
+					       v->source, r->nsnaps, r->nsnaps == 1 ? "" : "s");
+			idx = r->nsnaps - 1 - num;
+		} else {
+			return ovs_err(EINVAL, "bad snapshot reference '%s' "
+				       "(use an id, a name, @latest, @oldest or @-N)", ref);
+		}
+		*out = &r->snaps[idx];
+		return 0;
+	}
+	if (ovs_parse_u64(ref, &num) == 0) {
+		for (size_t i = 0; i < r->nsnaps; i++)
+			if (r->snaps[i].id == num) {
+				*out = &r->snaps[i];
+				return 0;
+			}
+		return ovs_err(ENOENT, "%s has no snapshot %s", v->source, ref);
+	}
+	if (!ovs_snapshot_name_valid(ref))
+		return ovs_err(EINVAL, "bad snapshot reference '%s' "
+			       "(use an id, a name, @latest, @oldest or @-N)", ref);
+	for (size_t i = 0; i < r->nsnaps; i++)
+		if (strcmp(r->snaps[i].name, ref) == 0) {
+			*out = &r->snaps[i];
+			return 0;
+		}
+	return ovs_err(ENOENT, "%s has no snapshot named %s", v->source, ref);
+}
+
+/* ---- mutations ------------------------------------------------------------ */
+
+/* Replace the volume's registry by next, durably; takes next over. */
+static int commit(struct ovs_volume *v, struct ovs_registry *next)
+{
+	int rc = ovs_registry_store(v->dirfd, v->source, next);
+
+	if (rc < 0) {
+		ovs_registry_clear(next);
+		return rc;
+	}
+	ovs_registry_clear(&v->reg);
+	v->reg = *next;
+	return 0;
+}
+
+static int need_store(struct ovs_volume *v)
+{
+	if (v->dirfd < 0)
+		return ovs_err(ENOENT, "store %s of %s is missing", v->store, v->source);
+	return 0;
+}
+
+/* Give the new upper root the metadata of SRC's root (rule 7): owner, mode,
+ * xattrs (trusted.overlay.* escaped, rule 14), times last. */
+static int copy_root_metadata(int rootfd, int upperfd, const char *upper)
+{
+	struct stat st;
+	char *names = NULL, *val = NULL;
+	ssize_t nlen;
+	int rc = 0;
+
+	if (fstat(rootfd, &st) < 0)
+		return ovs_err(errno, "stat the source root: %m");
+	if (fchown(upperfd, st.st_uid, st.st_gid) < 0 ||
+	    fchmod(upperfd, st.st_mode & 07777) < 0)
+		return ovs_err(errno, "%s: %m", upper);
+
+	nlen = flistxattr(rootfd, NULL, 0);
+	if (nlen < 0 && errno != ENOTSUP)
+		return ovs_err(errno, "list xattrs of the source root: %m");
+	if (nlen > 0) {
+		names = malloc(nlen);
+		if (!names)
+			return ovs_err(ENOMEM, "out of memory");
+		nlen = flistxattr(rootfd, names, nlen);
+		if (nlen < 0) {
+			rc = ovs_err(errno, "list xattrs of the source root: %m");
+			goto out;
+		}
+	}
+	for (char *n = names; n && n < names + nlen; n += strlen(n) + 1) {
+		char escaped[XATTR_NAME_MAX + 32];
+		const char *dst = n;
+		ssize_t vlen = fgetxattr(rootfd, n, NULL, 0);
+
+		if (vlen < 0) {
+			if (errno == ENODATA)
+				continue;
+			rc = ovs_err(errno, "read xattr %s of the source root: %m", n);
+			goto out;
+		}
+		free(val);
+		val = malloc(vlen + 1);
+		if (!val) {
+			rc = ovs_err(ENOMEM, "out of memory");
+			goto out;
+		}
+		vlen = fgetxattr(rootfd, n, val, vlen);
+		if (vlen < 0) {
+			rc = ovs_err(errno, "read xattr %s of the source root: %m", n);
+			goto out;
+		}
+		/* user data that looks like overlay metadata gets escaped */
+		if (strncmp(n, "trusted.overlay.", 16) == 0) {
+			snprintf(escaped, sizeof(escaped), "trusted.overlay.overlay.%s", n + 16);
+			dst = escaped;
+		}
+		if (fsetxattr(upperfd, dst, val, vlen, 0) < 0) {
+			rc = ovs_err(errno, "%s: set xattr %s: %m", upper, dst);
+			goto out;
+		}
+	}
+	{
+		struct timespec ts[2] = { st.st_atim, st.st_mtim };
+
+		if (futimens(upperfd, ts) < 0)
+			rc = ovs_err(errno, "%s: set times: %m", upper);
+	}
+out:
+	free(names);
+	free(val);
+	return rc;
+}
+
+static int make_layer(struct ovs_volume *v, uint64_t id, int rootfd)
+{
+	char idname[32], upper[PATH_MAX];
+	int layersfd = -1, idfd = -1, upperfd = -1, rc;
+
+	snprintf(idname, sizeof(idname), "%llu", (unsigned long long)id);
+	ovs_snapshot_upper(v, id, upper, sizeof(upper));
+
+	if (mkdirat(v->dirfd, OVS_LAYERS_DIR, 0700) < 0 && errno != EEXIST)
+		return ovs_err(errno, "%s/%s: %m", v->store, OVS_LAYERS_DIR);
+	layersfd = openat(v->dirfd, OVS_LAYERS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (layersfd < 0)
+		return ovs_err(errno, "%s/%s: %m", v->store, OVS_LAYERS_DIR);
+	/* left over by a crash after mkdir and before the registry named it */
+	rc = ovs_remove_tree_at(layersfd, idname);
+	if (rc < 0)
+		goto out;
+	if (mkdirat(layersfd, idname, 0700) < 0) {
+		rc = ovs_err(errno, "%s/%s/%s: %m", v->store, OVS_LAYERS_DIR, idname);
+		goto out;
+	}
+	idfd = openat(layersfd, idname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (idfd < 0) {
+		rc = ovs_err(errno, "%s/%s/%s: %m", v->store, OVS_LAYERS_DIR, idname);
+		goto out;
+	}
+	if (mkdirat(idfd, "upper", 0755) < 0 || mkdirat(idfd, "work", 0700) < 0) {
+		rc = ovs_err(errno, "%s/%s/%s: %m", v->store, OVS_LAYERS_DIR, idname);
+		goto out;
+	}
+	upperfd = openat(idfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upperfd < 0) {
+		rc = ovs_err(errno, "%s: %m", upper);
+		goto out;
+	}
+	if (rootfd >= 0) {
+		rc = copy_root_metadata(rootfd, upperfd, upper);
+		if (rc < 0)
+			goto out;
+	}
+	if (fsync(upperfd) < 0 || fsync(idfd) < 0 || fsync(layersfd) < 0) {
+		rc = ovs_err(errno, "%s: fsync: %m", upper);
+		goto out;
+	}
+	rc = ovs_fsync_dir(idfd, "work");
+	if (rc == 0)
+		rc = ovs_fsync_dir(v->dirfd, ".");
+out:
+	if (upperfd >= 0)
+		close(upperfd);
+	if (idfd >= 0)
+		close(idfd);
+	if (rc < 0)
+		ovs_remove_tree_at(layersfd, idname);
+	close(layersfd);
+	return rc;
+}
+
+int ovs_registry_add_snapshot(struct ovs_volume *v, const char *name, int rootfd,
+			      uint64_t *id_out)
+{
+	struct ovs_registry next;
+	struct ovs_snapshot *s;
+	uint64_t id;
+	int rc;
+
+	rc = need_store(v);
+	if (rc < 0)
+		return rc;
+	if (v->reg.nsnaps >= OVS_MAX_SNAPSHOTS)
+		return ovs_err(EMLINK, "%s has %d snapshots, the most overlayfs can stack; "
+			       "remove some with 'ovsnap drop' or a retention policy (--keep)",
+			       v->source, OVS_MAX_SNAPSHOTS);
+	if (name && *name) {
+		if (!ovs_snapshot_name_valid(name))
+			return ovs_err(EINVAL, "bad snapshot name '%s': use letters, digits, "
+				       "'.', '_' and '-', not all digits, not starting with "
+				       "'.' or '-', at most %d characters", name, OVS_NAME_MAX);
+		for (size_t i = 0; i < v->reg.nsnaps; i++)
+			if (strcmp(v->reg.snaps[i].name, name) == 0)
+				return ovs_err(EEXIST, "%s already has a snapshot named %s "
+					       "(id %llu)", v->source, name,
+					       (unsigned long long)v->reg.snaps[i].id);
+	}
+	id = v->reg.next_id;
+	rc = make_layer(v, id, rootfd);
+	if (rc < 0)
+		return rc;
+
+	rc = ovs_registry_copy(&next, &v->reg);
+	if (rc < 0)
+		goto undo;
+	if (!next.snaps) {
+		next.snaps = calloc(1, sizeof(*next.snaps));
+		if (!next.snaps) {
+			ovs_registry_clear(&next);
+			rc = ovs_err(ENOMEM, "out of memory");
+			goto undo;
+		}
+	}
+	if (next.nsnaps)
+		next.snaps[next.nsnaps - 1].state = OVS_SNAP_FROZEN;
+	s = &next.snaps[next.nsnaps++];
+	memset(s, 0, sizeof(*s));
+	s->id = id;
+	if (name)
+		snprintf(s->name, sizeof(s->name), "%s", name);
+	s->created_ns = ovs_now_ns();
+	s->state = OVS_SNAP_ACTIVE;
+	next.next_id = id + 1;
+	rc = commit(v, &next);
+	if (rc < 0)
+		goto undo;
+	if (id_out)
+		*id_out = id;
+	return 0;
+undo:
+	ovs_layer_remove(v, id);
+	return rc;
+}
+
+int ovs_layer_remove(struct ovs_volume *v, uint64_t id)
+{
+	char idname[32];
+	int layersfd, rc;
+
+	snprintf(idname, sizeof(idname), "%llu", (unsigned long long)id);
+	layersfd = openat(v->dirfd, OVS_LAYERS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (layersfd < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "%s/%s: %m", v->store, OVS_LAYERS_DIR);
+	rc = ovs_remove_tree_at(layersfd, idname);
+	if (rc == 0 && fsync(layersfd) < 0)
+		rc = ovs_err(errno, "%s/%s: fsync: %m", v->store, OVS_LAYERS_DIR);
+	close(layersfd);
+	return rc;
+}
+
+static ssize_t find_index(const struct ovs_volume *v, uint64_t id)
+{
+	for (size_t i = 0; i < v->reg.nsnaps; i++)
+		if (v->reg.snaps[i].id == id)
+			return i;
+	return ovs_err(ENOENT, "%s has no snapshot %llu", v->source, (unsigned long long)id);
+}
+
+int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id)
+{
+	struct ovs_registry next;
+	ssize_t idx;
+	int rc;
+
+	rc = need_store(v);
+	if (rc < 0)
+		return rc;
+	idx = find_index(v, id);
+	if (idx < 0)
+		return idx;
+	rc = ovs_registry_copy(&next, &v->reg);
+	if (rc < 0)
+		return rc;
+	memmove(&next.snaps[idx], &next.snaps[idx + 1],
+		(next.nsnaps - idx - 1) * sizeof(*next.snaps));
+	next.nsnaps--;
+	/* dropping the newest makes the one before it receive the copy-ups */
+	if (next.nsnaps)
+		next.snaps[next.nsnaps - 1].state = OVS_SNAP_ACTIVE;
+	rc = commit(v, &next);
+	if (rc < 0)
+		return rc;
+	/* The registry no longer names the layer: a crash from here on
+	 * leaves a stray directory that fsck removes, never a lost one. */
+	return ovs_layer_remove(v, id);
+}
+
+int ovs_registry_set_active(struct ovs_volume *v, bool active)
+{
+	struct ovs_registry next;
+	int rc;
+
+	rc = need_store(v);
+	if (rc < 0)
+		return rc;
+	rc = ovs_registry_copy(&next, &v->reg);
+	if (rc < 0)
+		return rc;
+	/* deactivated-ns keeps the last switch-off: changes made while
+	 * unprotected are not in the snapshots taken before it */
+	if (next.active && !active)
+		next.deactivated_ns = ovs_now_ns();
+	next.active = active;
+	return commit(v, &next);
+}
+
+int ovs_registry_set_hold(struct ovs_volume *v, uint64_t id, bool hold)
+{
+	struct ovs_registry next;
+	ssize_t idx;
+	int rc;
+
+	rc = need_store(v);
+	if (rc < 0)
+		return rc;
+	idx = find_index(v, id);
+	if (idx < 0)
+		return idx;
+	rc = ovs_registry_copy(&next, &v->reg);
+	if (rc < 0)
+		return rc;
+	next.snaps[idx].hold = hold;
+	return commit(v, &next);
+}

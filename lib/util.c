@@ -1,1 +1,392 @@
-/* placeholder: being written */
+/* Small helpers every part of libovsnap uses: durable writes, paths, time. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+
+const char *ovs_state_dir(void)
+{
+	const char *d = getenv("OVSNAP_STATE_DIR");
+
+	return d && *d ? d : LOCALSTATEDIR "/lib/ovsnap";
+}
+
+const char *ovs_run_dir(void)
+{
+	const char *d = getenv("OVSNAP_RUN_DIR");
+
+	return d && *d ? d : RUNSTATEDIR;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int ovs_fsync_dir(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return ovs_err(errno, "open %s: %m", name);
+	if (fsync(fd) < 0)
+		rc = ovs_err(errno, "fsync %s: %m", name);
+	close(fd);
+	return rc;
+}
+
+int ovs_write_file_atomic(int dirfd, const char *name, const void *buf, size_t len,
+			  mode_t mode)
+{
+	char tmp[NAME_MAX + 1];
+	int fd, rc;
+
+	/* The pid keeps two writers (a crashed one's leftover included) from
+	 * sharing a temp name; a leftover is overwritten by O_TRUNC. */
+	if (snprintf(tmp, sizeof(tmp), ".%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
+		return ovs_err(ENAMETOOLONG, "%s: name too long", name);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return ovs_err(errno, "create %s: %m", tmp);
+	rc = write_all(fd, buf, len);
+	if (rc < 0) {
+		ovs_err(-rc, "write %s: %s", tmp, strerror(-rc));
+		goto fail;
+	}
+	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+		rc = ovs_err(errno, "write %s: %m", tmp);
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		rc = ovs_err(errno, "write %s: %m", tmp);
+		goto fail;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		rc = ovs_err(errno, "rename %s to %s: %m", tmp, name);
+		goto fail;
+	}
+	return ovs_fsync_dir(dirfd, ".");
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+int ovs_read_file_at(int dirfd, const char *name, char **buf, size_t *len, size_t max)
+{
+	size_t size = 0, alloc = 4096;
+	char *p = NULL;
+	int fd, rc;
+
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		if (!p || size + 1 >= alloc) {
+			char *np;
+
+			if (p)
+				alloc *= 2;
+			np = realloc(p, alloc);
+			if (!np) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			p = np;
+		}
+		n = read(fd, p + size, alloc - size - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		size += n;
+		if (size > max) {
+			rc = -EFBIG;
+			goto fail;
+		}
+	}
+	close(fd);
+	p[size] = '\0';
+	*buf = p;
+	if (len)
+		*len = size;
+	return 0;
+fail:
+	close(fd);
+	free(p);
+	return rc;
+}
+
+static int remove_tree_fd(int dirfd, dev_t dev)
+{
+	DIR *d = fdopendir(dirfd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(dirfd);
+		return rc;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT && !rc)
+				rc = -errno;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int fd;
+
+			if (st.st_dev != dev) {
+				if (!rc)
+					rc = -EXDEV;
+				continue;
+			}
+			fd = openat(dirfd, de->d_name,
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0) {
+				if (!rc)
+					rc = -errno;
+				continue;
+			}
+			int r = remove_tree_fd(fd, dev);
+
+			if (r < 0 && !rc)
+				rc = r;
+			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
+				rc = -errno;
+		} else if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT && !rc) {
+			rc = -errno;
+		}
+	}
+	if (errno && !rc)
+		rc = -errno;
+	closedir(d);
+	return rc;
+}
+
+int ovs_remove_tree_at(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "remove %s: %m", name);
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(dirfd, name, 0) < 0)
+			return ovs_err(errno, "remove %s: %m", name);
+		return 0;
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "remove %s: %m", name);
+	rc = remove_tree_fd(fd, st.st_dev);
+	if (rc < 0)
+		return ovs_err(-rc, "remove %s: %s", name, strerror(-rc));
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+		return ovs_err(errno, "remove %s: %m", name);
+	return 0;
+}
+
+int ovs_parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (*s - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static bool escape_keeps(unsigned char c, bool first)
+{
+	if (first && c == '.')
+		return false;
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == ':' || c == '_' || c == '.';
+}
+
+int ovs_path_escape(const char *path, char *buf, size_t len)
+{
+	size_t o = 0;
+	const char *p = path;
+
+	if (*p != '/')
+		return ovs_err(EINVAL, "%s: not an absolute path", path);
+	while (*p == '/')
+		p++;
+	if (!*p) {
+		if (len < 2)
+			goto toolong;
+		strcpy(buf, "-");
+		return 0;
+	}
+	for (; *p; p++) {
+		unsigned char c = *p;
+
+		if (c == '/') {
+			/* a trailing or doubled slash adds nothing */
+			if (p[1] == '/' || p[1] == '\0')
+				continue;
+			if (o + 1 >= len)
+				goto toolong;
+			buf[o++] = '-';
+		} else if (escape_keeps(c, o == 0)) {
+			if (o + 1 >= len)
+				goto toolong;
+			buf[o++] = c;
+		} else {
+			if (o + 4 >= len)
+				goto toolong;
+			snprintf(buf + o, 5, "\\x%02x", c);
+			o += 4;
+		}
+	}
+	buf[o] = '\0';
+	return 0;
+toolong:
+	return ovs_err(ENAMETOOLONG, "%s: path too long to name its store folder", path);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int ovs_path_unescape(const char *name, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	if (len < 2)
+		return -ENAMETOOLONG;
+	buf[o++] = '/';
+	if (strcmp(name, "-") == 0) {
+		buf[o] = '\0';
+		return 0;
+	}
+	for (const char *p = name; *p; p++) {
+		char c = *p;
+
+		if (c == '-') {
+			c = '/';
+		} else if (c == '\\') {
+			int hi, lo;
+
+			if (p[1] != 'x' || (hi = hexval(p[2])) < 0 || (lo = hexval(p[3])) < 0)
+				return -EINVAL;
+			c = (char)(hi << 4 | lo);
+			p += 3;
+		}
+		if (o + 1 >= len)
+			return -ENAMETOOLONG;
+		buf[o++] = c;
+	}
+	buf[o] = '\0';
+	return 0;
+}
+
+int ovs_path_inside(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/')
+		return path[0] == '/';
+	if (strncmp(path, dir, n) != 0)
+		return 0;
+	return path[n] == '\0' || path[n] == '/';
+}
+
+void ovs_format_time_local(int64_t ns, char *buf, size_t len)
+{
+	time_t t = ns / 1000000000;
+	struct tm tm;
+	char zone[8];
+	size_t n;
+
+	if (!localtime_r(&t, &tm)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	/* ISO 8601 wants +01:00, strftime gives +0100 */
+	if (strftime(zone, sizeof(zone), "%z", &tm) == 5 && n + 7 <= len)
+		snprintf(buf + n, len - n, "%.3s:%.2s", zone, zone + 3);
+}
+
+void ovs_format_time_utc(int64_t ns, char *buf, size_t len)
+{
+	time_t t = ns / 1000000000;
+	struct tm tm;
+	size_t n;
+
+	if (!gmtime_r(&t, &tm)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%09ldZ", (long)(ns % 1000000000));
+}
+
+int64_t ovs_now_ns(void)
+{
+	const char *fake = getenv("OVSNAP_TEST_NOW");
+	struct timespec ts;
+
+	if (fake && *fake) {
+		char *end;
+		long long s = strtoll(fake, &end, 10);
+
+		if (end != fake && *end == '\0')
+			return (int64_t)s * 1000000000;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -1,1 +1,652 @@
-/* placeholder: being written */
+/*
+ * Volumes: a source directory SRC, identified by its real path, and its
+ * folder in a store.  Creating one checks everything that would make
+ * snapshots impossible or wrong before it changes anything.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+
+#define INDEX_DIR "volumes"
+#define PROBE_XATTR "trusted.ovsnap.probe"
+
+/* ---- objects -------------------------------------------------------------- */
+
+static struct ovs_volume *volume_new(const char *source, const char *store)
+{
+	struct ovs_volume *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->refcount = 1;
+	v->dirfd = -1;
+	v->lockfd = -1;
+	v->source = strdup(source);
+	v->store = strdup(store);
+	if (!v->source || !v->store) {
+		ovs_volume_unref(v);
+		return NULL;
+	}
+	return v;
+}
+
+struct ovs_volume *ovs_volume_ref(struct ovs_volume *v)
+{
+	if (v)
+		v->refcount++;
+	return v;
+}
+
+void ovs_volume_unref(struct ovs_volume *v)
+{
+	if (!v || --v->refcount > 0)
+		return;
+	ovs_volume_unlock(v);
+	if (v->dirfd >= 0)
+		close(v->dirfd);
+	ovs_registry_clear(&v->reg);
+	free(v->source);
+	free(v->store);
+	free(v->socket);
+	free(v->problem);
+	free(v);
+}
+
+const char *ovs_volume_source(const struct ovs_volume *v)
+{
+	return v->source;
+}
+
+const char *ovs_volume_store(const struct ovs_volume *v)
+{
+	return v->store;
+}
+
+const char *ovs_volume_fstype(const struct ovs_volume *v)
+{
+	return v->reg.fstype;
+}
+
+const char *ovs_volume_fsuuid(const struct ovs_volume *v)
+{
+	return v->reg.fsuuid;
+}
+
+bool ovs_volume_can_clone(const struct ovs_volume *v)
+{
+	return v->reg.can_clone;
+}
+
+bool ovs_volume_active(const struct ovs_volume *v)
+{
+	return v->reg.active;
+}
+
+int64_t ovs_volume_deactivated_ns(const struct ovs_volume *v)
+{
+	return v->reg.deactivated_ns;
+}
+
+const char *ovs_volume_problem(const struct ovs_volume *v)
+{
+	return v->problem;
+}
+
+int ovs_volume_dirfd(const struct ovs_volume *v)
+{
+	return v->dirfd;
+}
+
+const char *ovs_volume_socket(const struct ovs_volume *v)
+{
+	struct sockaddr_un sun;
+	char esc[PATH_MAX], path[PATH_MAX + 16];
+
+	if (v->socket)
+		return v->socket;
+	if (ovs_path_escape(v->source, esc, sizeof(esc)) < 0)
+		esc[0] = '\0';
+	snprintf(path, sizeof(path), "%s/%s.sock", ovs_run_dir(), esc);
+	if (!esc[0] || strlen(path) >= sizeof(sun.sun_path)) {
+		/* a unix socket path is at most 107 bytes: hash long sources
+		 * (FNV-1a; both ends compute it the same way) */
+		uint64_t h = 0xcbf29ce484222325ULL;
+
+		for (const char *p = v->source; *p; p++)
+			h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+		snprintf(path, sizeof(path), "%s/h-%016llx.sock", ovs_run_dir(),
+			 (unsigned long long)h);
+	}
+	((struct ovs_volume *)v)->socket = strdup(path);
+	return v->socket ? v->socket : "";
+}
+
+static int open_store_dir(struct ovs_volume *v)
+{
+	v->dirfd = open(v->store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v->dirfd < 0)
+		return -errno;
+	return 0;
+}
+
+/* ---- the index of volumes --------------------------------------------------- */
+
+static int index_path(const char *esc, char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/%s/%s", ovs_state_dir(), INDEX_DIR, esc) >= len)
+		return ovs_err(ENAMETOOLONG, "state directory path too long");
+	return 0;
+}
+
+static int mkdir_if_missing(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return ovs_err(errno, "cannot create %s: %m", path);
+	return 0;
+}
+
+/* Point the index entry at the store folder, atomically (symlink + rename). */
+static int index_add(const char *esc, const char *folder)
+{
+	char dir[PATH_MAX], tmp[NAME_MAX + 1];
+	int dfd, rc;
+
+	rc = mkdir_if_missing(ovs_state_dir(), 0755);
+	if (rc < 0)
+		return rc;
+	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
+	rc = mkdir_if_missing(dir, 0755);
+	if (rc < 0)
+		return rc;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return ovs_err(errno, "cannot open %s: %m", dir);
+	snprintf(tmp, sizeof(tmp), ".new.%d", (int)getpid());
+	unlinkat(dfd, tmp, 0);
+	if (symlinkat(folder, dfd, tmp) < 0) {
+		rc = ovs_err(errno, "cannot create %s/%s: %m", dir, tmp);
+	} else if (renameat(dfd, tmp, dfd, esc) < 0) {
+		rc = ovs_err(errno, "cannot create %s/%s: %m", dir, esc);
+		unlinkat(dfd, tmp, 0);
+	} else if (fsync(dfd) < 0) {
+		rc = ovs_err(errno, "fsync %s: %m", dir);
+	}
+	close(dfd);
+	return rc;
+}
+
+/* ---- checks of a store ----------------------------------------------------- */
+
+/* Overlay layers need trusted.* xattrs (opaque, escapes, origin) and
+ * whiteouts; say which one is missing rather than failing later. */
+static int probe_store(int dirfd, const char *store, bool *can_clone)
+{
+	static const char probe_a[] = ".probe-xattr", probe_wh[] = ".probe-whiteout",
+			  probe_b[] = ".probe-clone";
+	char data[4096];
+	int fa = -1, fb = -1, rc = 0;
+
+	*can_clone = false;
+	fa = openat(dirfd, probe_a, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fa < 0)
+		return ovs_err(errno, "cannot write in the store %s: %m", store);
+	if (fsetxattr(fa, PROBE_XATTR, "1", 1, 0) < 0) {
+		rc = ovs_err(errno, "the store %s cannot hold overlay layers: trusted.* "
+			     "xattrs do not work there: %m", store);
+		goto out;
+	}
+	if (mknodat(dirfd, probe_wh, S_IFCHR | 0600, makedev(0, 0)) < 0) {
+		rc = ovs_err(errno, "the store %s cannot hold overlay layers: whiteouts "
+			     "(0/0 character devices) cannot be created there: %m", store);
+		goto out;
+	}
+	/* FICLONE needs data to share: one block */
+	memset(data, 'o', sizeof(data));
+	fb = openat(dirfd, probe_b, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fb < 0) {
+		rc = ovs_err(errno, "cannot write in the store %s: %m", store);
+		goto out;
+	}
+	if (write(fa, data, sizeof(data)) == (ssize_t)sizeof(data) && fsync(fa) == 0 &&
+	    ioctl(fb, FICLONE, fa) == 0)
+		*can_clone = true;
+out:
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	unlinkat(dirfd, probe_a, 0);
+	unlinkat(dirfd, probe_b, 0);
+	unlinkat(dirfd, probe_wh, 0);
+	return rc;
+}
+
+/* realpath of a path that may not exist yet (its parent must). */
+static char *resolve_maybe_missing(const char *path)
+{
+	char *real = realpath(path, NULL), *parent, *slash, *out;
+
+	if (real || errno != ENOENT)
+		return real;
+	parent = strdup(path);
+	if (!parent)
+		return NULL;
+	while ((slash = strrchr(parent, '/')) && slash[1] == '\0' && slash != parent)
+		*slash = '\0';
+	slash = strrchr(parent, '/');
+	if (!slash || !slash[1]) {
+		free(parent);
+		errno = ENOENT;
+		return NULL;
+	}
+	*slash = '\0';
+	real = realpath(slash == parent ? "/" : parent, NULL);
+	if (!real) {
+		free(parent);
+		return NULL;
+	}
+	if (asprintf(&out, "%s/%s", strcmp(real, "/") == 0 ? "" : real, slash + 1) < 0)
+		out = NULL;
+	free(real);
+	free(parent);
+	return out;
+}
+
+/* ---- create ----------------------------------------------------------------- */
+
+struct create_ctx {
+	char *src;		/* realpath of SRC */
+	char *storeroot;	/* realpath of the store (may be created) */
+	struct ovs_mountinfo src_mi, store_mi;
+	char esc[NAME_MAX + 1];
+	struct ovs_registry reg;
+};
+
+static int check_source(struct create_ctx *c, const char *src)
+{
+	struct stat st;
+	char **below = NULL;
+	size_t nbelow = 0;
+	int rc;
+
+	if (src[0] != '/')
+		return ovs_err(EINVAL, "not an absolute path");
+	c->src = realpath(src, NULL);
+	if (!c->src)
+		return ovs_err(errno, "%m");
+	if (stat(c->src, &st) < 0)
+		return ovs_err(errno, "%m");
+	if (!S_ISDIR(st.st_mode))
+		return ovs_err(ENOTDIR, "not a directory");
+	rc = ovs_mount_find(c->src, &c->src_mi);
+	if (rc < 0)
+		return rc;
+	if (!ovs_fstype_supported(c->src_mi.fstype))
+		return ovs_err(EOPNOTSUPP, "%s is on %s, which cannot hold snapshots "
+			       "(supported: " OVS_SUPPORTED_FS ")", c->src, c->src_mi.fstype);
+	rc = ovs_mounts_below(c->src, &below, &nbelow);
+	if (rc < 0)
+		return rc;
+	if (nbelow)
+		rc = ovs_err(EXDEV, "%s holds the mount point %s%s: snapshots do not cross "
+			     "filesystems; unmount it or snapshot each filesystem on its own",
+			     c->src, below[0], nbelow > 1 ? " and others" : "");
+	ovs_strv_free(below, nbelow);
+	if (rc < 0)
+		return rc;
+	return ovs_path_escape(c->src, c->esc, sizeof(c->esc));
+}
+
+static int check_store(struct create_ctx *c, const char *store)
+{
+	bool src_is_fsroot = strcmp(c->src_mi.target, c->src) == 0;
+	int rc;
+
+	if (store) {
+		if (store[0] != '/')
+			return ovs_err(EINVAL, "store %s: not an absolute path", store);
+		c->storeroot = resolve_maybe_missing(store);
+		if (!c->storeroot)
+			return ovs_err(errno, "store %s: %m", store);
+	} else {
+		if (src_is_fsroot)
+			return ovs_err(EINVAL, "%s is the root of its filesystem: the store "
+				       "cannot live inside it; use --store DIR on another "
+				       "filesystem (copy-ups will be full copies, not clones)",
+				       c->src);
+		if (asprintf(&c->storeroot, "%s/%s", strcmp(c->src_mi.target, "/") == 0 ?
+			     "" : c->src_mi.target, OVS_STORE_DEFAULT) < 0)
+			return ovs_err(ENOMEM, "out of memory");
+	}
+	if (ovs_path_inside(c->storeroot, c->src))
+		return ovs_err(EINVAL, "store %s is inside the source %s; overlayfs "
+			       "refuses nested layers", c->storeroot, c->src);
+	if (ovs_path_inside(c->src, c->storeroot))
+		return ovs_err(EINVAL, "source %s is inside the store %s", c->src, c->storeroot);
+
+	rc = ovs_mount_find(c->storeroot, &c->store_mi);
+	if (rc < 0)
+		return rc;
+	if (!ovs_fstype_supported(c->store_mi.fstype))
+		return ovs_err(EOPNOTSUPP, "store %s is on %s, which cannot hold snapshots "
+			       "(supported: " OVS_SUPPORTED_FS ")", c->storeroot,
+			       c->store_mi.fstype);
+	/* the same filesystem seen through another mount is still nested */
+	if (src_is_fsroot && c->store_mi.devno == c->src_mi.devno)
+		return ovs_err(EINVAL, "store %s is on the filesystem whose root is %s; "
+			       "overlayfs refuses nested layers: use --store DIR on "
+			       "another filesystem", c->storeroot, c->src);
+	return 0;
+}
+
+/* A folder left by an earlier create: a complete one is a volume already
+ * (re-index it: the index is the part written last); a partial one, from
+ * a crash half way, is removed. */
+static int check_existing(struct create_ctx *c, int rootfd, char *folder)
+{
+	char idx[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (index_path(c->esc, idx, sizeof(idx)) < 0)
+		return -ENAMETOOLONG;
+	if (lstat(idx, &st) == 0)
+		return ovs_err(EEXIST, "already an ovsnap volume");
+	fd = openat(rootfd, c->esc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (faccessat(fd, OVS_REGISTRY_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		close(fd);
+		index_add(c->esc, folder);
+		return ovs_err(EEXIST, "already an ovsnap volume (store %s)", folder);
+	}
+	close(fd);
+	return ovs_remove_tree_at(rootfd, c->esc);
+}
+
+int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
+		      struct ovs_volume **out)
+{
+	struct create_ctx c = { 0 };
+	char tmpname[NAME_MAX + 1], folder[PATH_MAX];
+	struct ovs_volume *v = NULL;
+	int rootfd = -1, tmpfd = -1, rc;
+	bool created_root = false;
+
+	rc = check_source(&c, src);
+	if (rc < 0)
+		goto out;
+	rc = check_store(&c, opts ? opts->store : NULL);
+	if (rc < 0)
+		goto out;
+	if ((size_t)snprintf(folder, sizeof(folder), "%s/%s", c.storeroot, c.esc) >= sizeof(folder)) {
+		rc = ovs_err(ENAMETOOLONG, "store path too long");
+		goto out;
+	}
+
+	if (mkdir(c.storeroot, 0700) == 0) {
+		created_root = true;
+	} else if (errno != EEXIST) {
+		rc = ovs_err(errno, "cannot create the store %s: %m", c.storeroot);
+		goto out;
+	}
+	rootfd = open(c.storeroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0) {
+		rc = ovs_err(errno, "store %s: %m", c.storeroot);
+		goto out;
+	}
+	if (created_root && (fchown(rootfd, 0, 0) < 0 || fchmod(rootfd, 0700) < 0)) {
+		rc = ovs_err(errno, "store %s: %m", c.storeroot);
+		goto out;
+	}
+	rc = check_existing(&c, rootfd, folder);
+	if (rc < 0)
+		goto out;
+
+	/* Build the folder under a temporary name and rename it into place:
+	 * a crash leaves either nothing or a complete volume. */
+	snprintf(tmpname, sizeof(tmpname), ".creating.%d", (int)getpid());
+	rc = ovs_remove_tree_at(rootfd, tmpname);
+	if (rc < 0)
+		goto out;
+	if (mkdirat(rootfd, tmpname, 0700) < 0) {
+		rc = ovs_err(errno, "cannot create %s/%s: %m", c.storeroot, tmpname);
+		goto out;
+	}
+	tmpfd = openat(rootfd, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tmpfd < 0 || mkdirat(tmpfd, OVS_LAYERS_DIR, 0700) < 0) {
+		rc = ovs_err(errno, "cannot create %s/%s: %m", c.storeroot, tmpname);
+		goto fail_tmp;
+	}
+	c.reg.source = c.src;
+	snprintf(c.reg.fstype, sizeof(c.reg.fstype), "%s", c.src_mi.fstype);
+	rc = ovs_fs_uuid(&c.src_mi, c.src_mi.target, c.reg.fsuuid, sizeof(c.reg.fsuuid));
+	if (rc < 0)
+		goto fail_tmp;
+	rc = probe_store(tmpfd, c.storeroot, &c.reg.can_clone);
+	if (rc < 0)
+		goto fail_tmp;
+	if (c.reg.can_clone && c.store_mi.devno != c.src_mi.devno) {
+		/* FICLONE works inside the store, but from SRC? btrfs
+		 * subvolumes differ in devno yet share the filesystem */
+		char uuid[OVS_FSUUID_MAX];
+
+		if (ovs_fs_uuid(&c.store_mi, c.store_mi.target, uuid, sizeof(uuid)) < 0 ||
+		    strcmp(uuid, c.reg.fsuuid) != 0)
+			c.reg.can_clone = false;
+	}
+	c.reg.next_id = 1;
+	rc = ovs_registry_store(tmpfd, c.src, &c.reg);
+	if (rc < 0)
+		goto fail_tmp;
+	if (fsync(tmpfd) < 0 || renameat(rootfd, tmpname, rootfd, c.esc) < 0 ||
+	    fsync(rootfd) < 0) {
+		rc = ovs_err(errno, "cannot create %s: %m", folder);
+		goto fail_tmp;
+	}
+	if (created_root) {
+		char *parent = strdup(c.storeroot), *slash = parent ? strrchr(parent, '/') : NULL;
+
+		if (slash) {
+			*slash = '\0';
+			ovs_fsync_dir(AT_FDCWD, *parent ? parent : "/");
+		}
+		free(parent);
+	}
+	rc = index_add(c.esc, folder);
+	if (rc < 0)
+		goto out;
+	rc = ovs_volume_open(c.src, out ? out : &v);
+	if (!out)
+		ovs_volume_unref(v);
+	goto out;
+
+fail_tmp:
+	ovs_remove_tree_at(rootfd, tmpname);
+	if (created_root)
+		unlinkat(AT_FDCWD, c.storeroot, AT_REMOVEDIR);
+out:
+	if (tmpfd >= 0)
+		close(tmpfd);
+	if (rootfd >= 0)
+		close(rootfd);
+	c.reg.source = NULL;
+	ovs_registry_clear(&c.reg);
+	ovs_mountinfo_clear(&c.src_mi);
+	ovs_mountinfo_clear(&c.store_mi);
+	free(c.src);
+	free(c.storeroot);
+	return rc;
+}
+
+/* ---- open and list --------------------------------------------------------- */
+
+/* The store folder of source: the index first, then the default store (an
+ * index lost with /var still leaves the volume reachable). */
+static int find_folder(const char *source, const char *esc, char *folder, size_t len)
+{
+	struct ovs_mountinfo mi;
+	char idx[PATH_MAX];
+	ssize_t n;
+	int rc;
+
+	rc = index_path(esc, idx, sizeof(idx));
+	if (rc < 0)
+		return rc;
+	n = readlink(idx, folder, len - 1);
+	if (n >= 0) {
+		folder[n] = '\0';
+		return 0;
+	}
+	if (errno != ENOENT)
+		return ovs_err(errno, "%s: %m", idx);
+	if (ovs_mount_find(source, &mi) < 0)
+		return ovs_err(ENOENT, "not an ovsnap volume");
+	snprintf(folder, len, "%s/%s/%s", strcmp(mi.target, "/") == 0 ? "" : mi.target,
+		 OVS_STORE_DEFAULT, esc);
+	ovs_mountinfo_clear(&mi);
+	{
+		char reg[PATH_MAX + 16];
+
+		snprintf(reg, sizeof(reg), "%s/%s", folder, OVS_REGISTRY_FILE);
+		if (access(reg, F_OK) < 0)
+			return ovs_err(ENOENT, "not an ovsnap volume");
+	}
+	return 0;
+}
+
+int ovs_volume_open(const char *src, struct ovs_volume **out)
+{
+	char esc[NAME_MAX + 1], folder[PATH_MAX];
+	struct ovs_volume *v;
+	char *real;
+	int rc;
+
+	if (src[0] != '/')
+		return ovs_err(EINVAL, "not an absolute path");
+	/* a source deleted since it was registered is still a volume */
+	real = realpath(src, NULL);
+	if (!real && !(real = strdup(src)))
+		return ovs_err(ENOMEM, "out of memory");
+	rc = ovs_path_escape(real, esc, sizeof(esc));
+	if (rc == 0)
+		rc = find_folder(real, esc, folder, sizeof(folder));
+	if (rc < 0) {
+		free(real);
+		return rc;
+	}
+	v = volume_new(real, folder);
+	free(real);
+	if (!v)
+		return ovs_err(ENOMEM, "out of memory");
+	if (open_store_dir(v) < 0) {
+		rc = ovs_err(errno, "store %s is missing: %m", folder);
+		ovs_volume_unref(v);
+		return rc;
+	}
+	rc = ovs_registry_load(v);
+	if (rc < 0) {
+		ovs_volume_unref(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
+static int cmp_source(const void *a, const void *b)
+{
+	const struct ovs_volume *va = *(struct ovs_volume *const *)a;
+	const struct ovs_volume *vb = *(struct ovs_volume *const *)b;
+
+	return strcmp(va->source, vb->source);
+}
+
+/* An index entry as a volume; one that cannot be opened still shows, with
+ * v->problem saying why, so that a lost store is never silently hidden. */
+static struct ovs_volume *list_entry(int dfd, const char *name)
+{
+	char source[PATH_MAX], folder[PATH_MAX];
+	struct ovs_volume *v;
+	ssize_t n;
+
+	if (ovs_path_unescape(name, source, sizeof(source)) < 0)
+		return NULL;
+	n = readlinkat(dfd, name, folder, sizeof(folder) - 1);
+	if (n < 0)
+		return NULL;
+	folder[n] = '\0';
+	v = volume_new(source, folder);
+	if (!v)
+		return NULL;
+	if (open_store_dir(v) < 0) {
+		if (asprintf(&v->problem, "store missing") < 0)
+			v->problem = NULL;
+	} else if (ovs_registry_load(v) < 0) {
+		v->problem = strdup(ovs_last_error());
+	}
+	return v;
+}
+
+int ovs_volume_list(struct ovs_volume ***vols, size_t *n)
+{
+	char dir[PATH_MAX];
+	struct ovs_volume **list = NULL;
+	size_t cnt = 0;
+	struct dirent *de;
+	DIR *d;
+	int dfd;
+
+	*vols = NULL;
+	*n = 0;
+	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
+	d = opendir(dir);
+	if (!d) {
+		if (errno == ENOENT)
+			return 0;
+		return ovs_err(errno, "cannot read %s: %m", dir);
+	}
+	dfd = dirfd(d);
+	while ((errno = 0, de = readdir(d))) {
+		struct ovs_volume *v, **nl;
+
+		if (de->d_name[0] == '.')
+			continue;
+		v = list_entry(dfd, de->d_name);
+		if (!v)
+			continue;
+		nl = realloc(list, (cnt + 1) * sizeof(*list));
+		if (!nl) {
+			ovs_volume_unref(v);
+			ovs_volume_list_free(list, cnt);
+			closedir(d);
+			return ovs_err(ENOMEM, "out of memory");
+		}
+		list = nl;
+		list[cnt++] = v;
+	}
+	closedir(d);
+	if (cnt)
+		qsort(list, cnt, sizeof(*list), cmp_source);
+	*vols = list;
+	*n = cnt;
+	return 0;
+}
+
+void ovs_volume_list_free(struct ovs_volume **vols, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ovs_volume_unref(vols[i]);
+	free(vols);
+}

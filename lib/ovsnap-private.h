@@ -1,0 +1,155 @@
+/*
+ * Internals of libovsnap shared by the library, the daemon, the CLI and the
+ * unit tests.  Not a stable interface: the public one is libovsnap.h.
+ */
+#ifndef OVSNAP_PRIVATE_H
+#define OVSNAP_PRIVATE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "libovsnap.h"
+
+/* ---- the registry file ------------------------------------------------- */
+
+/*
+ * <store>/<volume>/registry, a versioned text file (ovsnap-store(5)):
+ *
+ *	ovsnap-registry 1
+ *	source /abs/src            (control bytes and '\' as \xNN)
+ *	fstype xfs
+ *	fsuuid 5c0c...
+ *	clone 1
+ *	next-id 4
+ *	active 0
+ *	deactivated-ns 0
+ *	snapshot 1 - 1764669600123456789 frozen 0
+ *	snapshot 3 nightly 1764669601000000000 active 1
+ *	end
+ *
+ * Snapshot fields: id, name ("-" when none), created ns, state, hold.  The
+ * "end" line tells a complete file from a truncated one.
+ */
+#define OVS_REGISTRY_MAGIC	"ovsnap-registry"
+#define OVS_REGISTRY_VERSION	1
+#define OVS_REGISTRY_FILE	"registry"
+#define OVS_LOCK_FILE		"lock"
+#define OVS_INTENT_FILE		"intent"
+#define OVS_LAYERS_DIR		"layers"
+#define OVS_STORE_DEFAULT	".ovsnap"	/* at the root of SRC's filesystem */
+#define OVS_FSTYPE_MAX		32
+#define OVS_FSUUID_MAX		64
+
+struct ovs_registry {
+	char *source;
+	char fstype[OVS_FSTYPE_MAX];
+	char fsuuid[OVS_FSUUID_MAX];
+	bool can_clone;
+	uint64_t next_id;
+	bool active;
+	int64_t deactivated_ns;		/* last deactivation, 0 = never */
+	struct ovs_snapshot *snaps;	/* oldest first */
+	size_t nsnaps;
+};
+
+/*
+ * Parse the text of a registry file.  where names the file in messages:
+ * "registry <where> line N: <what>" with -EUCLEAN.  On failure *reg is
+ * left empty.
+ */
+int ovs_registry_parse(const char *where, const char *text, size_t len,
+		       struct ovs_registry *reg);
+/* Format reg; *text is malloc'ed, NUL-terminated, *len without the NUL. */
+int ovs_registry_format(const struct ovs_registry *reg, char **text, size_t *len);
+void ovs_registry_clear(struct ovs_registry *reg);
+/* Deep copy (for a mutation that may fail half way). */
+int ovs_registry_copy(struct ovs_registry *dst, const struct ovs_registry *src);
+/* Write reg to dirfd/registry atomically and durably. */
+int ovs_registry_store(int dirfd, const char *where, const struct ovs_registry *reg);
+
+/* ---- volumes ------------------------------------------------------------ */
+
+struct ovs_volume {
+	int refcount;
+	char *source;		/* realpath of SRC */
+	char *store;		/* this volume's folder in the store */
+	char *socket;		/* control socket path */
+	int dirfd;		/* O_DIRECTORY fd of store, -1 when missing */
+	int lockfd;		/* held lock, -1 when not locked */
+	/* Set by ovs_volume_list for an index entry it could not open
+	 * ("store missing", the registry's error...); NULL when fine. */
+	char *problem;
+	struct ovs_registry reg;
+};
+
+/* Why a listed volume cannot be used (NULL when it can). */
+const char *ovs_volume_problem(const struct ovs_volume *v);
+/* The directory fd of the volume's store folder. */
+int ovs_volume_dirfd(const struct ovs_volume *v);
+/* Last time protection was switched off (ns), 0 if never. */
+int64_t ovs_volume_deactivated_ns(const struct ovs_volume *v);
+/*
+ * Remove layers/<id> (upper and work) of a snapshot that is no longer in
+ * the registry.  ovs_registry_remove_snapshot calls it after the registry
+ * no longer names the layer; merge may call it for its own leftovers.
+ */
+int ovs_layer_remove(struct ovs_volume *v, uint64_t id);
+
+/* Record "<pid> <what>\n" in a held lock file (the daemon does this when
+ * it receives the lock fd from the CLI). */
+int ovs_lock_note(int lockfd, const char *what);
+
+/* ---- mounts (libmount) and filesystem identity (libblkid) -------------- */
+
+struct ovs_mountinfo {
+	char *target;		/* mount point */
+	char *source;		/* device (or "none") */
+	char *fstype;
+	char *fsroot;		/* root of the mount inside its fs (bind mounts) */
+	dev_t devno;
+	bool nosuid, nodev, noexec, readonly;
+};
+
+#define OVS_FUSE_FSTYPE "fuse.ovsnap"
+
+/*
+ * The mount holding path.  When path itself is covered by ovsnap's own
+ * FUSE mount, the filesystem underneath it is returned: that is where SRC
+ * really lives.  -ENOENT if no mount holds it (no /proc?).
+ */
+int ovs_mount_find(const char *path, struct ovs_mountinfo *mi);
+void ovs_mountinfo_clear(struct ovs_mountinfo *mi);
+/* Mount points strictly below path (mounts over path itself excluded). */
+int ovs_mounts_below(const char *path, char ***targets, size_t *n);
+void ovs_strv_free(char **v, size_t n);
+/* 1 if path is a mount point (fstype of the top mount copied), 0 if not. */
+int ovs_is_mountpoint(const char *path, char *fstype, size_t len);
+/* nosuid/nodev/noexec of the mount holding path (MS_* bits). */
+int ovs_mount_flags(const char *path, unsigned long *flags);
+/* UUID of the filesystem of mi (libblkid), else "fsid-<statfs f_fsid>". */
+int ovs_fs_uuid(const struct ovs_mountinfo *mi, const char *path, char *buf, size_t len);
+/* xfs, ext4, btrfs (and ext2/ext3): filesystems that can hold upper layers. */
+bool ovs_fstype_supported(const char *fstype);
+#define OVS_SUPPORTED_FS "xfs, ext4, btrfs"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/*
+ * systemd-escape style name of an absolute path: leading '/' dropped,
+ * '/' -> '-', bytes other than [A-Za-z0-9:_.] (and a leading '.') ->
+ * \xNN; "/" itself is "-".  -ENAMETOOLONG if it does not fit.
+ */
+int ovs_path_escape(const char *path, char *buf, size_t len);
+int ovs_path_unescape(const char *name, char *buf, size_t len);
+/* 1 if path equals dir or lies below it (both canonical), else 0. */
+int ovs_path_inside(const char *path, const char *dir);
+/* Read a whole (small) file at dirfd/name; *buf is NUL-terminated. */
+int ovs_read_file_at(int dirfd, const char *name, char **buf, size_t *len, size_t max);
+/* rm -rf dirfd/name, without following symlinks or crossing mounts. */
+int ovs_remove_tree_at(int dirfd, const char *name);
+/* Strict unsigned decimal: digits only, no sign, no overflow. */
+int ovs_parse_u64(const char *s, uint64_t *out);
+
+#endif
