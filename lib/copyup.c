@@ -1,1 +1,693 @@
-/* placeholder: being written */
+/*
+ * Copy-up: one object of SRC into the upper layer, with everything the
+ * overlayfs layer format needs to show it as it was (DESIGN.md rules 1, 7,
+ * 8, 14, 16).
+ *
+ * A copy is built in the layer's work dir under a temp name, made durable,
+ * and renamed into the upper only when complete, so a crash leaves either
+ * nothing or the whole object in the upper (and at most a harmless temp in
+ * work).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "preserve-int.h"
+
+#define SRC_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
+		     RESOLVE_NO_XDEV)
+
+int ovs_src_open(const struct ovs_layer *l, const char *path, int flags)
+{
+	struct open_how how = {
+		.flags = flags | O_CLOEXEC | O_NOFOLLOW,
+		.resolve = SRC_RESOLVE,
+	};
+	int fd;
+
+	/* O_NOATIME keeps the snapshot's own reads out of SRC's atimes; it
+	 * fails with EPERM only for a caller without CAP_FOWNER. */
+	if (!(flags & O_PATH))
+		how.flags |= O_NOATIME;
+	fd = syscall(SYS_openat2, l->srcfd, *path ? path : ".", &how, sizeof(how));
+	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
+		how.flags &= ~O_NOATIME;
+		fd = syscall(SYS_openat2, l->srcfd, *path ? path : ".", &how, sizeof(how));
+	}
+	if (fd < 0)
+		return -errno;
+	return fd;
+}
+
+int ovs_src_open_parent(const struct ovs_layer *l, const char *path, char *pbuf,
+			const char **base)
+{
+	char *slash;
+	int fd;
+
+	if (strlen(path) >= PATH_MAX)
+		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
+	strcpy(pbuf, path);
+	slash = strrchr(pbuf, '/');
+	if (slash) {
+		*slash = '\0';
+		*base = path + (slash - pbuf) + 1;
+	} else {
+		pbuf[0] = '\0';
+		*base = path;
+	}
+	fd = ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return ovs_err(-fd, "open %s in the source: %s", *pbuf ? pbuf : ".",
+			       strerror(-fd));
+	return fd;
+}
+
+int ovs_upper_dir_times(int udirfd, struct timespec times[2])
+{
+	struct stat st;
+
+	if (fstat(udirfd, &st) < 0)
+		return ovs_err(errno, "stat upper directory: %m");
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	return 0;
+}
+
+int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2])
+{
+	/* Rule 7: the preserved directory keeps its snapshot-time times even
+	 * though we just added an entry to it. */
+	if (futimens(udirfd, times) < 0)
+		return ovs_err(errno, "restore times of an upper directory: %m");
+	/* Rule 8: the entry is on disk before SRC may change. */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch && fsync(udirfd) < 0)
+		return ovs_err(errno, "fsync upper directory: %m");
+	return 0;
+}
+
+static void tmp_name(struct ovs_layer *l, char *tmp)
+{
+	unsigned long n = __atomic_add_fetch(&l->seq, 1, __ATOMIC_RELAXED);
+
+	snprintf(tmp, OVS_TMP_NAME_MAX, "#ovs.%d.%lu", (int)getpid(), n);
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+static int write_all_at(int fd, const char *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+static int copy_range_rw(int in, int out, off_t off, off_t end)
+{
+	static __thread char buf[1 << 17];
+
+	while (off < end) {
+		size_t want = end - off < (off_t)sizeof(buf) ? end - off : sizeof(buf);
+		ssize_t n = pread(in, buf, want, off);
+		int rc;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;		/* the file shrank under us */
+		rc = write_all_at(out, buf, n, off);
+		if (rc < 0)
+			return rc;
+		off += n;
+	}
+	return 0;
+}
+
+static int copy_range(int in, int out, off_t off, off_t end, bool *use_cfr)
+{
+	while (*use_cfr && off < end) {
+		loff_t ioff = off, ooff = off;
+		ssize_t n = copy_file_range(in, &ioff, out, &ooff, end - off, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
+			    errno == EINVAL) {
+				*use_cfr = false;
+				break;
+			}
+			return -errno;
+		}
+		if (n == 0)
+			return 0;
+		off += n;
+	}
+	return copy_range_rw(in, out, off, end);
+}
+
+/* Copy only the data ranges, so holes stay holes (rule 16). */
+static int copy_data_ranges(int in, int out, off_t size)
+{
+	bool use_cfr = true;
+	off_t off = 0;
+	int rc;
+
+	while (off < size) {
+		off_t data = lseek(in, off, SEEK_DATA), hole;
+
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;		/* only a hole is left */
+			if (errno == EINVAL)	/* no SEEK_DATA: all is data */
+				return copy_range(in, out, off, size, &use_cfr);
+			return -errno;
+		}
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		if (hole > size)
+			hole = size;
+		rc = copy_range(in, out, data, hole, &use_cfr);
+		if (rc < 0)
+			return rc;
+		off = hole;
+	}
+	if (ftruncate(out, size) < 0)
+		return -errno;
+	return 0;
+}
+
+static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, const char *path)
+{
+	int rc;
+
+	l->last_cloned = false;
+	if (size == 0)
+		return 0;
+	/* A clone shares the extents: O(1) in data, and it keeps holes.  It
+	 * fails per file (other fs, inline data, a swapfile...), so the
+	 * fallback is decided per file, not per volume (rule 16). */
+	if (ioctl(out, FICLONE, in) == 0) {
+		l->last_cloned = true;
+		return 0;
+	}
+	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL &&
+	    errno != ENOTTY && errno != ETXTBSY)
+		return ovs_err(errno, "clone %s: %m", path);
+	rc = copy_data_ranges(in, out, size);
+	if (rc < 0)
+		return ovs_err(-rc, "copy %s: %s", path, strerror(-rc));
+	return 0;
+}
+
+/* ---- metadata ------------------------------------------------------------- */
+
+#define XATTR_LIST_MAX_LEN	65536
+#define XATTR_VALUE_MAX_LEN	65536
+
+/* Rule 14: a user's trusted.overlay.X must not steer overlayfs; store it
+ * escaped as trusted.overlay.overlay.X, which the kernel (6.7+) shows as
+ * the original name. */
+static const char *escaped_xattr_name(const char *name, char *buf, size_t len)
+{
+	size_t plen = strlen(OVL_XATTR_PREFIX);
+
+	if (strncmp(name, OVL_XATTR_PREFIX, plen) != 0)
+		return name;
+	snprintf(buf, len, "%s%s", OVL_XATTR_ESCAPE, name + plen);
+	return buf;
+}
+
+/* Copy every xattr (ACLs and security.* included) of (sfd, sname) to
+ * (dfd, dname). */
+static int copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		       const char *path)
+{
+	char *list = NULL, *val = NULL, *p;
+	ssize_t llen;
+	int rc = 0;
+
+	list = malloc(XATTR_LIST_MAX_LEN);
+	val = malloc(XATTR_VALUE_MAX_LEN);
+	if (!list || !val) {
+		rc = ovs_err(ENOMEM, "copy xattrs of %s: out of memory", path);
+		goto out;
+	}
+	llen = ovs_llistxattrat(sfd, sname, list, XATTR_LIST_MAX_LEN);
+	if (llen == -ENOTSUP)
+		goto out;
+	if (llen < 0) {
+		rc = ovs_err(-llen, "list xattrs of %s: %s", path, strerror(-llen));
+		goto out;
+	}
+	for (p = list; p < list + llen; p += strlen(p) + 1) {
+		char ebuf[XATTR_NAME_MAX + 32];
+		const char *dst_name;
+		ssize_t vlen = ovs_lgetxattrat(sfd, sname, p, val, XATTR_VALUE_MAX_LEN);
+		int r;
+
+		if (vlen == -ENODATA)
+			continue;	/* removed since the list */
+		if (vlen < 0) {
+			rc = ovs_err(-vlen, "read xattr %s of %s: %s", p, path,
+				     strerror(-vlen));
+			goto out;
+		}
+		dst_name = escaped_xattr_name(p, ebuf, sizeof(ebuf));
+		r = ovs_lsetxattrat(dfd, dname, dst_name, val, vlen, 0);
+		if (r < 0) {
+			rc = ovs_err(-r, "copy xattr %s of %s: %s", p, path, strerror(-r));
+			goto out;
+		}
+	}
+out:
+	free(list);
+	free(val);
+	return rc;
+}
+
+/* Rule 16: the original identity, for views that show stable inodes. */
+static int set_origin(int dfd, const char *dname, const struct statx *stx, const char *path)
+{
+	char buf[160];
+	int n, rc;
+
+	n = snprintf(buf, sizeof(buf), "ino=%llu ctime=%lld.%09u btime=",
+		     (unsigned long long)stx->stx_ino, (long long)stx->stx_ctime.tv_sec,
+		     stx->stx_ctime.tv_nsec);
+	if (stx->stx_mask & STATX_BTIME)
+		n += snprintf(buf + n, sizeof(buf) - n, "%lld.%09u",
+			      (long long)stx->stx_btime.tv_sec, stx->stx_btime.tv_nsec);
+	else
+		n += snprintf(buf + n, sizeof(buf) - n, "-");
+	rc = ovs_lsetxattrat(dfd, dname, OVS_XATTR_ORIGIN, buf, n, 0);
+	if (rc < 0)
+		return ovs_err(-rc, "set %s of %s: %s", OVS_XATTR_ORIGIN, path, strerror(-rc));
+	return 0;
+}
+
+static void statx_to_stat(const struct statx *x, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = makedev(x->stx_dev_major, x->stx_dev_minor);
+	st->st_ino = x->stx_ino;
+	st->st_mode = x->stx_mode;
+	st->st_nlink = x->stx_nlink;
+	st->st_uid = x->stx_uid;
+	st->st_gid = x->stx_gid;
+	st->st_rdev = makedev(x->stx_rdev_major, x->stx_rdev_minor);
+	st->st_size = x->stx_size;
+	st->st_blocks = x->stx_blocks;
+	st->st_atim.tv_sec = x->stx_atime.tv_sec;
+	st->st_atim.tv_nsec = x->stx_atime.tv_nsec;
+	st->st_mtim.tv_sec = x->stx_mtime.tv_sec;
+	st->st_mtim.tv_nsec = x->stx_mtime.tv_nsec;
+	st->st_ctim.tv_sec = x->stx_ctime.tv_sec;
+	st->st_ctim.tv_nsec = x->stx_ctime.tv_nsec;
+}
+
+/*
+ * Owner, mode, xattrs, origin, then times last (anything before would
+ * touch them).  chown comes before chmod because it clears suid/sgid;
+ * (dfd, "") is dfd itself.
+ */
+static int copy_metadata(int sfd, const char *sname, const struct statx *stx, int dfd,
+			 const char *dname, const char *path)
+{
+	struct timespec times[2] = {
+		{ .tv_sec = stx->stx_atime.tv_sec, .tv_nsec = stx->stx_atime.tv_nsec },
+		{ .tv_sec = stx->stx_mtime.tv_sec, .tv_nsec = stx->stx_mtime.tv_nsec },
+	};
+	int empty = *dname ? 0 : AT_EMPTY_PATH;
+	int rc;
+
+	if (fchownat(dfd, dname, stx->stx_uid, stx->stx_gid, AT_SYMLINK_NOFOLLOW | empty) < 0)
+		return ovs_err(errno, "chown copy of %s: %m", path);
+	rc = copy_xattrs(sfd, sname, dfd, dname, path);
+	if (rc < 0)
+		return rc;
+	/* After the ACLs: chmod recomputes the ACL mask from the same bits. */
+	if (!S_ISLNK(stx->stx_mode)) {
+		rc = *dname ? fchmodat(dfd, dname, stx->stx_mode & 07777, 0)
+			    : fchmod(dfd, stx->stx_mode & 07777);
+		if (rc < 0)
+			return ovs_err(errno, "chmod copy of %s: %m", path);
+	}
+	rc = set_origin(dfd, dname, stx, path);
+	if (rc < 0)
+		return rc;
+	rc = *dname ? utimensat(dfd, dname, times, AT_SYMLINK_NOFOLLOW) : futimens(dfd, times);
+	if (rc < 0)
+		return ovs_err(errno, "set times of copy of %s: %m", path);
+	return 0;
+}
+
+int ovs_copy_root_metadata(int srcrootfd, int upperfd)
+{
+	struct statx stx;
+
+	if (statx(srcrootfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+		  STATX_BASIC_STATS | STATX_BTIME, &stx) < 0)
+		return ovs_err(errno, "stat source root: %m");
+	return copy_metadata(srcrootfd, "", &stx, upperfd, "", "/");
+}
+
+/* ---- building a copy in work ---------------------------------------------- */
+
+static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
+			 struct statx *stx, const char *tmp, const char *path)
+{
+	int in = -1, out = -1, rc;
+
+	in = openat(sdirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (in < 0 && errno == EPERM)
+		in = openat(sdirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return ovs_err(errno, "open %s: %m", path);
+	/* The stat of what we opened, not of what the name meant before. */
+	if (statx(in, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, stx) < 0) {
+		rc = ovs_err(errno, "stat %s: %m", path);
+		goto out;
+	}
+	out = openat(l->workfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		rc = ovs_err(errno, "create %s in work: %m", tmp);
+		goto out;
+	}
+	rc = copy_file_data(l, in, out, stx->stx_size, path);
+	if (rc < 0)
+		goto out;
+	rc = copy_metadata(in, "", stx, out, "", path);
+	if (rc < 0)
+		goto out;
+	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(out) < 0)
+		rc = ovs_err(errno, "fsync copy of %s: %m", path);
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+static int build_dir(struct ovs_layer *l, int sdirfd, const char *name, bool opaque,
+		     struct statx *stx, const char *tmp, const char *path)
+{
+	int in, out = -1, rc;
+
+	in = openat(sdirfd, *name ? name : ".",
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (in < 0)
+		return ovs_err(errno, "open %s: %m", path);
+	if (statx(in, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, stx) < 0) {
+		rc = ovs_err(errno, "stat %s: %m", path);
+		goto out;
+	}
+	if (mkdirat(l->workfd, tmp, 0700) < 0) {
+		rc = ovs_err(errno, "mkdir %s in work: %m", tmp);
+		goto out;
+	}
+	out = openat(l->workfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (out < 0) {
+		rc = ovs_err(errno, "open %s in work: %m", tmp);
+		goto out;
+	}
+	if (opaque) {
+		rc = ovl_set_opaque_at(out, "");
+		if (rc < 0)
+			goto out;
+	}
+	rc = copy_metadata(in, "", stx, out, "", path);
+	if (rc < 0)
+		goto out;
+	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(out) < 0)
+		rc = ovs_err(errno, "fsync copy of %s: %m", path);
+out:
+	close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+static int build_other(struct ovs_layer *l, int sdirfd, const char *name, struct statx *stx,
+		       const char *tmp, const char *path)
+{
+	if (statx(sdirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, stx) < 0)
+		return ovs_err(errno, "stat %s: %m", path);
+	if (S_ISLNK(stx->stx_mode)) {
+		char *target = malloc(stx->stx_size + 2);
+		ssize_t n;
+
+		if (!target)
+			return ovs_err(ENOMEM, "read link %s: out of memory", path);
+		n = readlinkat(sdirfd, name, target, stx->stx_size + 2);
+		if (n < 0 || (size_t)n > stx->stx_size) {
+			free(target);
+			return ovs_err(n < 0 ? errno : EAGAIN, "read link %s: %s", path,
+				       n < 0 ? strerror(errno) : "changed while read");
+		}
+		target[n] = '\0';
+		n = symlinkat(target, l->workfd, tmp);
+		free(target);
+		if (n < 0)
+			return ovs_err(errno, "symlink %s in work: %m", tmp);
+	} else if (S_ISCHR(stx->stx_mode) || S_ISBLK(stx->stx_mode) ||
+		   S_ISFIFO(stx->stx_mode) || S_ISSOCK(stx->stx_mode)) {
+		dev_t rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
+
+		if (mknodat(l->workfd, tmp, (stx->stx_mode & S_IFMT) | 0600, rdev) < 0)
+			return ovs_err(errno, "mknod %s in work: %m", tmp);
+	} else {
+		return ovs_err(EINVAL, "%s: unknown file type 0%o", path, stx->stx_mode & S_IFMT);
+	}
+	/* No fsync of a symlink or device node: the parent fsync after the
+	 * rename into the upper writes the new inode with its entry. */
+	return copy_metadata(sdirfd, name, stx, l->workfd, tmp, path);
+}
+
+int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opaque,
+		     struct stat *st, char *tmp)
+{
+	struct statx stx;
+	struct stat probe;
+	int rc;
+
+	tmp_name(l, tmp);
+	if (fstatat(sdirfd, *name ? name : ".", &probe, AT_SYMLINK_NOFOLLOW) < 0)
+		return ovs_err(errno, "stat %s: %m", name);
+	if (S_ISREG(probe.st_mode))
+		rc = build_regular(l, sdirfd, name, &stx, tmp, name);
+	else if (S_ISDIR(probe.st_mode))
+		rc = build_dir(l, sdirfd, name, opaque, &stx, tmp, name);
+	else
+		rc = build_other(l, sdirfd, name, &stx, tmp, name);
+	if (rc < 0) {
+		ovs_discard(l, tmp);
+		return rc;
+	}
+	statx_to_stat(&stx, st);
+	return 0;
+}
+
+void ovs_discard(struct ovs_layer *l, const char *tmp)
+{
+	if (unlinkat(l->workfd, tmp, 0) < 0 && errno == EISDIR)
+		unlinkat(l->workfd, tmp, AT_REMOVEDIR);
+}
+
+int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
+		const char *name)
+{
+	struct timespec times[2];
+	int rc;
+
+	rc = ovs_upper_dir_times(udirfd, times);
+	if (rc < 0)
+		goto fail;
+	/* NOREPLACE: whatever is already there was preserved first and wins. */
+	if (renameat2(l->workfd, tmp, udirfd, name, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST) {
+			ovs_discard(l, tmp);
+			return 0;
+		}
+		rc = ovs_err(errno, "move copy of %s into the upper: %m", name);
+		goto fail;
+	}
+	/* Some filesystems touch a directory moved between parents. */
+	if (S_ISDIR(st->st_mode)) {
+		struct timespec dt[2] = { st->st_atim, st->st_mtim };
+
+		if (utimensat(udirfd, name, dt, AT_SYMLINK_NOFOLLOW) < 0)
+			return ovs_err(errno, "set times of %s: %m", name);
+	}
+	return ovs_upper_dir_done(l, udirfd, times);
+fail:
+	ovs_discard(l, tmp);
+	return rc;
+}
+
+int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udirfd,
+		  const char *name)
+{
+	struct timespec times[2];
+	int rc = ovs_upper_dir_times(udirfd, times);
+
+	if (rc < 0)
+		return rc;
+	if (linkat(fromdirfd, from, udirfd, name, 0) < 0) {
+		if (errno == EEXIST)
+			return 0;
+		return ovs_err(errno, "link %s in the upper: %m", name);
+	}
+	return ovs_upper_dir_done(l, udirfd, times);
+}
+
+/* ---- whiteouts ------------------------------------------------------------ */
+
+/* (Re)make work/wh-base, the layer's one shared whiteout inode. */
+static int make_whiteout_base(struct ovs_layer *l)
+{
+	char tmp[OVS_TMP_NAME_MAX];
+
+	tmp_name(l, tmp);
+	if (mknodat(l->workfd, tmp, S_IFCHR | 0, makedev(0, 0)) < 0)
+		return -errno;
+	if (renameat(l->workfd, tmp, l->workfd, OVS_WHITEOUT_BASE) < 0) {
+		int err = errno;
+
+		unlinkat(l->workfd, tmp, 0);
+		return -err;
+	}
+	/* Once per layer: the links made to it must never outlive it. */
+	if (!(l->flags & OVS_LAYER_NOSYNC))
+		syncfs(l->workfd);
+	return 0;
+}
+
+static int link_whiteout(struct ovs_layer *l, int udirfd, const char *name)
+{
+	struct stat st;
+	int rc;
+
+	if (fstatat(l->workfd, OVS_WHITEOUT_BASE, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !ovl_is_whiteout(&st)) {
+		rc = make_whiteout_base(l);
+		if (rc < 0)
+			return rc;
+	}
+	if (linkat(l->workfd, OVS_WHITEOUT_BASE, udirfd, name, 0) == 0)
+		return 0;
+	if (errno != EMLINK)
+		return -errno;
+	/* The base is full (ext4 caps links at 65000): start a fresh one. */
+	rc = make_whiteout_base(l);
+	if (rc < 0)
+		return rc;
+	return linkat(l->workfd, OVS_WHITEOUT_BASE, udirfd, name, 0) == 0 ? 0 : -errno;
+}
+
+int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
+{
+	struct timespec times[2];
+	int rc = ovs_upper_dir_times(udirfd, times);
+
+	if (rc < 0)
+		return rc;
+	rc = link_whiteout(l, udirfd, name);
+	if (rc == -EEXIST)
+		return 0;	/* preserved before */
+	if (rc < 0 && mknodat(udirfd, name, S_IFCHR | 0, makedev(0, 0)) < 0) {
+		if (errno == EEXIST)
+			return 0;
+		return ovs_err(errno, "whiteout %s: %m", name);
+	}
+	return ovs_upper_dir_done(l, udirfd, times);
+}
+
+/* ---- parents in the upper ------------------------------------------------- */
+
+int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *pbuf,
+		     const char **base)
+{
+	char *comp, *slash;
+	int cur, rc;
+
+	if (strlen(path) >= PATH_MAX)
+		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
+	strcpy(pbuf, path);
+	slash = strrchr(pbuf, '/');
+	*base = slash ? path + (slash - pbuf) + 1 : path;
+	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return ovs_err(errno, "dup: %m");
+	if (!slash)
+		return cur;
+	*slash = '\0';
+	for (comp = pbuf; comp; ) {
+		char *next = strchr(comp, '/');
+		int fd;
+
+		if (next)
+			*next = '\0';
+		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && create) {
+			/* Missing in the upper: SRC's directory at this prefix
+			 * is unchanged since the snapshot (any change would
+			 * have preserved it), so copy its metadata now. */
+			char tmp[OVS_TMP_NAME_MAX];
+			struct stat st;
+			int sfd = ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY);
+
+			if (sfd < 0) {
+				rc = ovs_err(-sfd, "open %s in the source: %s", pbuf,
+					     strerror(-sfd));
+				goto fail;
+			}
+			rc = ovs_copy_to_work(l, sfd, "", false, &st, tmp);
+			close(sfd);
+			if (rc < 0)
+				goto fail;
+			rc = ovs_install(l, tmp, &st, cur, comp);
+			if (rc < 0)
+				goto fail;
+			fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (fd < 0) {
+			rc = ovs_err(errno, "open %s in the upper: %m", pbuf);
+			goto fail;
+		}
+		close(cur);
+		cur = fd;
+		if (next)
+			*next = '/';
+		comp = next ? next + 1 : NULL;
+	}
+	return cur;
+fail:
+	close(cur);
+	return rc;
+}

@@ -1,1 +1,556 @@
-/* placeholder: being written */
+/*
+ * The map of multiply-linked inodes (rule 6).  Linux cannot list an
+ * inode's names, so the names under SRC of every non-directory with more
+ * than one link are recorded once at setup and kept current through link,
+ * unlink and rename.  The key is the file handle: it carries the inode's
+ * generation, so a reused inode number never inherits stale names.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preserve-int.h"
+
+#define HANDLE_MAX	128	/* MAX_HANDLE_SZ */
+
+struct hl_key {
+	int type;
+	unsigned len;
+	unsigned char bytes[HANDLE_MAX];
+};
+
+struct hl_entry {
+	struct hl_entry *next;
+	struct hl_key key;
+	char **names;
+	size_t n, cap;
+};
+
+struct ovs_hlmap {
+	pthread_mutex_t lock;
+	struct hl_entry **buckets;
+	size_t nbuckets, count;
+};
+
+static size_t key_hash(const struct hl_key *k)
+{
+	size_t h = 1469598103934665603ULL ^ (size_t)k->type;
+	unsigned i;
+
+	for (i = 0; i < k->len; i++)
+		h = (h ^ k->bytes[i]) * 1099511628211ULL;
+	return h;
+}
+
+static bool key_eq(const struct hl_key *a, const struct hl_key *b)
+{
+	return a->type == b->type && a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
+}
+
+/* Handle of dirfd/name without following a symlink. */
+static int get_key(int dirfd, const char *name, struct hl_key *k)
+{
+	union {
+		struct file_handle fh;
+		char buf[sizeof(struct file_handle) + HANDLE_MAX];
+	} h;
+	int mnt;
+
+	h.fh.handle_bytes = HANDLE_MAX;
+	if (name_to_handle_at(dirfd, name, &h.fh, &mnt, 0) < 0)
+		return -errno;
+	memset(k, 0, sizeof(*k));
+	k->type = h.fh.handle_type;
+	k->len = h.fh.handle_bytes;
+	memcpy(k->bytes, h.fh.f_handle, k->len);
+	return 0;
+}
+
+/* Resolve path beneath SRC (no symlinks, no mounts) to parent fd + base. */
+static int open_parent(int srcfd, const char *path, char *buf, const char **base)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	char *slash;
+	int fd;
+
+	if (strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	strcpy(buf, path);
+	slash = strrchr(buf, '/');
+	if (slash) {
+		*slash = '\0';
+		*base = path + (slash - buf) + 1;
+	} else {
+		strcpy(buf, ".");
+		*base = path;
+	}
+	fd = syscall(SYS_openat2, srcfd, buf, &how, sizeof(how));
+	return fd < 0 ? -errno : fd;
+}
+
+static int key_of_path(int srcfd, const char *path, struct hl_key *k, struct stat *st)
+{
+	char buf[PATH_MAX];
+	const char *base;
+	int dfd = open_parent(srcfd, path, buf, &base), rc = 0;
+
+	if (dfd < 0)
+		return dfd;
+	if (st && fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = get_key(dfd, base, k);
+	close(dfd);
+	return rc;
+}
+
+static struct hl_entry *lookup(struct ovs_hlmap *m, const struct hl_key *k)
+{
+	struct hl_entry *e;
+
+	for (e = m->buckets[key_hash(k) % m->nbuckets]; e; e = e->next)
+		if (key_eq(&e->key, k))
+			return e;
+	return NULL;
+}
+
+static int grow(struct ovs_hlmap *m)
+{
+	size_t nb = m->nbuckets * 2, i;
+	struct hl_entry **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	for (i = 0; i < m->nbuckets; i++) {
+		struct hl_entry *e = m->buckets[i], *next;
+
+		for (; e; e = next) {
+			size_t h = key_hash(&e->key) % nb;
+
+			next = e->next;
+			e->next = b[h];
+			b[h] = e;
+		}
+	}
+	free(m->buckets);
+	m->buckets = b;
+	m->nbuckets = nb;
+	return 0;
+}
+
+static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *k)
+{
+	struct hl_entry *e = lookup(m, k);
+	size_t h;
+
+	if (e)
+		return e;
+	if (m->count >= m->nbuckets && grow(m) < 0)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = *k;
+	h = key_hash(k) % m->nbuckets;
+	e->next = m->buckets[h];
+	m->buckets[h] = e;
+	m->count++;
+	return e;
+}
+
+static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
+{
+	struct hl_entry **pp = &m->buckets[key_hash(&victim->key) % m->nbuckets];
+	size_t i;
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == victim) {
+			*pp = victim->next;
+			break;
+		}
+	}
+	for (i = 0; i < victim->n; i++)
+		free(victim->names[i]);
+	free(victim->names);
+	free(victim);
+	m->count--;
+}
+
+static bool has_name(const struct hl_entry *e, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		if (!strcmp(e->names[i], name))
+			return true;
+	return false;
+}
+
+static int add_name(struct hl_entry *e, const char *name)
+{
+	if (has_name(e, name))
+		return 0;
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 2;
+		char **n = realloc(e->names, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		e->names = n;
+		e->cap = cap;
+	}
+	e->names[e->n] = strdup(name);
+	if (!e->names[e->n])
+		return -ENOMEM;
+	e->n++;
+	return 0;
+}
+
+static void remove_name_at(struct hl_entry *e, size_t i)
+{
+	free(e->names[i]);
+	e->names[i] = e->names[--e->n];
+}
+
+static int map_new(struct ovs_hlmap **out)
+{
+	struct ovs_hlmap *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	m->nbuckets = 64;
+	m->buckets = calloc(m->nbuckets, sizeof(*m->buckets));
+	if (!m->buckets) {
+		free(m);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&m->lock, NULL);
+	*out = m;
+	return 0;
+}
+
+void ovs_hlmap_free(struct ovs_hlmap *m)
+{
+	size_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->nbuckets; i++) {
+		struct hl_entry *e = m->buckets[i], *next;
+
+		for (; e; e = next) {
+			size_t j;
+
+			next = e->next;
+			for (j = 0; j < e->n; j++)
+				free(e->names[j]);
+			free(e->names);
+			free(e);
+		}
+	}
+	free(m->buckets);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+/* ---- the scan ------------------------------------------------------------- */
+
+struct scan {
+	struct ovs_hlmap *m;
+	dev_t dev;
+	/* nlink of each entry, to count links from outside SRC at the end */
+	struct hl_nlink { struct hl_entry *e; nlink_t nlink; } *nl;
+	size_t nnl, capnl;
+};
+
+static int note_nlink(struct scan *s, struct hl_entry *e, nlink_t nlink)
+{
+	size_t i;
+
+	for (i = s->nnl; i-- > 0; )	/* links are often close together */
+		if (s->nl[i].e == e)
+			return 0;
+	if (s->nnl == s->capnl) {
+		size_t cap = s->capnl ? s->capnl * 2 : 64;
+		struct hl_nlink *n = realloc(s->nl, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->nl = n;
+		s->capnl = cap;
+	}
+	s->nl[s->nnl].e = e;
+	s->nl[s->nnl++].nlink = nlink;
+	return 0;
+}
+
+static int scan_dir(struct scan *s, int dirfd, const char *path)
+{
+	struct dirent *de;
+	DIR *dir;
+	int rc = 0, fd;
+
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	while (errno = 0, (de = readdir(dir))) {
+		char child[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(child, sizeof(child), "%s%s%s", path, *path ? "/" : "",
+			     de->d_name) >= (int)sizeof(child)) {
+			rc = ovs_err(ENAMETOOLONG, "%s/%s: path too long", path, de->d_name);
+			break;
+		}
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			rc = ovs_err(errno, "stat %s: %m", child);
+			break;
+		}
+		if (st.st_dev != s->dev)
+			continue;	/* a mount point: not ours (rule 15) */
+		if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY |
+					 O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+
+			if (cfd < 0) {
+				rc = ovs_err(errno, "open %s: %m", child);
+				break;
+			}
+			rc = scan_dir(s, cfd, child);
+			close(cfd);
+			if (rc < 0)
+				break;
+		} else if (st.st_nlink > 1) {
+			struct hl_key k;
+			struct hl_entry *e;
+
+			rc = get_key(dirfd, de->d_name, &k);
+			if (rc < 0) {
+				rc = ovs_err(-rc, "file handle of %s: %s", child, strerror(-rc));
+				break;
+			}
+			e = lookup_or_add(s->m, &k);
+			if (!e || add_name(e, child) < 0 || note_nlink(s, e, st.st_nlink) < 0) {
+				rc = ovs_err(ENOMEM, "hard link map: out of memory");
+				break;
+			}
+		}
+	}
+	if (rc == 0 && errno)
+		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
+	closedir(dir);
+	return rc;
+}
+
+int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
+{
+	struct scan s = { 0 };
+	struct stat st;
+	size_t i, n_out = 0;
+	int rc;
+
+	if (fstat(srcfd, &st) < 0)
+		return ovs_err(errno, "stat source: %m");
+	rc = map_new(&s.m);
+	if (rc < 0)
+		return ovs_err(-rc, "hard link map: out of memory");
+	s.dev = st.st_dev;
+	rc = scan_dir(&s, srcfd, "");
+	if (rc < 0) {
+		ovs_hlmap_free(s.m);
+		free(s.nl);
+		return rc;
+	}
+	for (i = 0; i < s.nnl; i++)
+		if (s.nl[i].nlink > s.nl[i].e->n)
+			n_out += s.nl[i].nlink - s.nl[i].e->n;
+	free(s.nl);
+	if (outside)
+		*outside = n_out;
+	*out = s.m;
+	return 0;
+}
+
+/* ---- keeping it current ------------------------------------------------------ */
+
+int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const char *existing, const char *newpath)
+{
+	struct hl_key k;
+	struct hl_entry *e;
+	int rc = key_of_path(srcfd, newpath, &k, NULL);
+
+	if (rc < 0)
+		return ovs_err(-rc, "file handle of %s: %s", newpath, strerror(-rc));
+	pthread_mutex_lock(&m->lock);
+	e = lookup_or_add(m, &k);
+	rc = !e || add_name(e, existing) < 0 || add_name(e, newpath) < 0 ? -ENOMEM : 0;
+	pthread_mutex_unlock(&m->lock);
+	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
+}
+
+/* The name is gone, so its handle cannot be asked: find it by name. */
+int ovs_hlmap_unlink(struct ovs_hlmap *m, int srcfd, const char *path,
+		     const struct stat *st_before)
+{
+	size_t b, i;
+
+	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e, *next;
+
+		for (e = m->buckets[b]; e; e = next) {
+			next = e->next;
+			for (i = 0; i < e->n; i++) {
+				if (strcmp(e->names[i], path))
+					continue;
+				remove_name_at(e, i);
+				/* One name left and no more links: a plain file. */
+				if (e->n == 0 || (e->n == 1 && st_before &&
+						  st_before->st_nlink <= 2))
+					drop_entry(m, e);
+				goto out;
+			}
+		}
+	}
+out:
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static bool under(const char *name, const char *dir, size_t dlen)
+{
+	return !strncmp(name, dir, dlen) && (name[dlen] == '\0' || name[dlen] == '/');
+}
+
+int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
+{
+	size_t flen = strlen(from), tlen = strlen(to), b, i;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->lock);
+	/* Renaming one name of an inode over another name of it changes
+	 * nothing (POSIX). */
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e;
+
+		for (e = m->buckets[b]; e; e = e->next)
+			if (has_name(e, from) && has_name(e, to))
+				goto out;
+	}
+	/* The replaced target (a file, or an empty directory) loses its name. */
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e, *next;
+
+		for (e = m->buckets[b]; e; e = next) {
+			next = e->next;
+			for (i = 0; i < e->n; )
+				if (under(e->names[i], to, tlen))
+					remove_name_at(e, i);
+				else
+					i++;
+			if (e->n == 0)
+				drop_entry(m, e);
+		}
+	}
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e;
+
+		for (e = m->buckets[b]; e; e = e->next) {
+			for (i = 0; i < e->n; i++) {
+				char *n;
+
+				if (!under(e->names[i], from, flen))
+					continue;
+				n = malloc(tlen + strlen(e->names[i] + flen) + 1);
+				if (!n) {
+					rc = ovs_err(ENOMEM, "hard link map: out of memory");
+					goto out;
+				}
+				strcpy(n, to);
+				strcat(n, e->names[i] + flen);
+				free(e->names[i]);
+				e->names[i] = n;
+			}
+		}
+	}
+out:
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
+		    char ***names, size_t *n)
+{
+	struct hl_entry *e = NULL;
+	struct hl_key k;
+	struct stat st;
+	char **out;
+	size_t i, cnt = 1;
+	int rc;
+
+	rc = key_of_path(srcfd, path, &k, &st);
+	if (rc < 0)
+		return ovs_err(-rc, "file handle of %s: %s", path, strerror(-rc));
+	pthread_mutex_lock(&m->lock);
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+		e = lookup(m, &k);
+	if (e)
+		cnt += e->n;
+	out = calloc(cnt, sizeof(*out));
+	if (!out)
+		goto nomem;
+	/* path first, then the others */
+	out[0] = strdup(path);
+	if (!out[0])
+		goto nomem;
+	cnt = 1;
+	for (i = 0; e && i < e->n; i++) {
+		if (!strcmp(e->names[i], path))
+			continue;
+		out[cnt] = strdup(e->names[i]);
+		if (!out[cnt])
+			goto nomem;
+		cnt++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	*names = out;
+	*n = cnt;
+	return 0;
+nomem:
+	pthread_mutex_unlock(&m->lock);
+	ovs_hlmap_names_free(out, cnt);
+	return ovs_err(ENOMEM, "hard link map: out of memory");
+}
+
+void ovs_hlmap_names_free(char **names, size_t n)
+{
+	size_t i;
+
+	if (!names)
+		return;
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}

@@ -1,1 +1,569 @@
-/* placeholder: being written */
+/*
+ * The preservation rules of DESIGN.md section 2, applied to one layer: the
+ * daemon calls these before every change to SRC, under its own lock
+ * (rule 9).  Every call is idempotent: what is already in the upper was
+ * preserved first and wins, so a second call, or a call after a crash at
+ * any point, finds the work done or finishes it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "preserve-int.h"
+
+int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flags,
+		   struct ovs_layer **out)
+{
+	struct ovs_layer *l;
+	struct stat ust, wst, sst;
+	int rc;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return ovs_err(ENOMEM, "open layer: out of memory");
+	l->srcfd = srcfd;
+	l->flags = flags;
+	l->upperfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->upperfd < 0) {
+		rc = ovs_err(errno, "open upper %s: %m", upper);
+		goto fail_upper;
+	}
+	l->workfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->workfd < 0) {
+		rc = ovs_err(errno, "open work %s: %m", work);
+		goto fail_work;
+	}
+	if (fstat(l->upperfd, &ust) < 0 || fstat(l->workfd, &wst) < 0 ||
+	    fstat(srcfd, &sst) < 0) {
+		rc = ovs_err(errno, "stat layer %s: %m", upper);
+		goto fail;
+	}
+	/* Copies are renamed from work into the upper. */
+	if (ust.st_dev != wst.st_dev) {
+		rc = ovs_err(EXDEV, "%s and %s are not on the same filesystem", upper, work);
+		goto fail;
+	}
+	if (!S_ISDIR(sst.st_mode)) {
+		rc = ovs_err(ENOTDIR, "source root is not a directory");
+		goto fail;
+	}
+	l->src_dev = sst.st_dev;
+	*out = l;
+	return 0;
+fail:
+	close(l->workfd);
+fail_work:
+	close(l->upperfd);
+fail_upper:
+	free(l);
+	return rc;
+}
+
+void ovs_layer_close(struct ovs_layer *l)
+{
+	if (!l)
+		return;
+	close(l->upperfd);
+	close(l->workfd);
+	free(l);
+}
+
+int ovs_layer_upper_fd(const struct ovs_layer *l)
+{
+	return l->upperfd;
+}
+
+bool ovs_layer_cloned(const struct ovs_layer *l)
+{
+	return l->last_cloned;
+}
+
+/* ---- coverage ------------------------------------------------------------- */
+
+enum cover {
+	NOT_COVERED,
+	COVERED_BY_ANCESTOR,	/* whiteout, non-dir or opaque dir above */
+	ENTRY_NONDIR,		/* the upper has a non-directory at path */
+	ENTRY_DIR,		/* ... a plain (merging) directory */
+	ENTRY_OPAQUE_DIR,	/* ... an opaque directory */
+};
+
+static int coverage(struct ovs_layer *l, const char *path)
+{
+	char buf[PATH_MAX], *comp;
+	int cur, rc;
+
+	if (!*path)
+		return ovl_is_opaque_at(l->upperfd, "") > 0 ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
+	if (strlen(path) >= sizeof(buf))
+		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
+	strcpy(buf, path);
+	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return ovs_err(errno, "dup: %m");
+	for (comp = buf; ; ) {
+		char *next = strchr(comp, '/');
+		struct stat st;
+		int fd;
+
+		if (next)
+			*next = '\0';
+		if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = errno == ENOENT ? NOT_COVERED
+					     : ovs_err(errno, "stat %s in the upper: %m", path);
+			break;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			rc = next ? COVERED_BY_ANCESTOR : ENTRY_NONDIR;
+			break;
+		}
+		rc = ovl_is_opaque_at(cur, comp);
+		if (rc < 0)
+			break;
+		if (!next) {
+			rc = rc ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
+			break;
+		}
+		if (rc) {
+			rc = COVERED_BY_ANCESTOR;
+			break;
+		}
+		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			rc = ovs_err(errno, "open %s in the upper: %m", path);
+			break;
+		}
+		close(cur);
+		cur = fd;
+		comp = next + 1;
+	}
+	close(cur);
+	return rc;
+}
+
+int ovs_covered(struct ovs_layer *l, const char *path)
+{
+	int c = coverage(l, path);
+
+	return c < 0 ? c : c != NOT_COVERED;
+}
+
+/* ---- rule 1 and rule 6 ------------------------------------------------------ */
+
+static bool same_object(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Does the upper's entry at path hold a copy of the SRC inode ino?  (A
+ * crash may have left one name of a hard-linked set preserved.) */
+static bool upper_copy_of(struct ovs_layer *l, const char *path, ino_t ino)
+{
+	char buf[160], want[40];
+	ssize_t n;
+
+	n = ovs_lgetxattrat(l->upperfd, path, OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	snprintf(want, sizeof(want), "ino=%llu ", (unsigned long long)ino);
+	return strncmp(buf, want, strlen(want)) == 0;
+}
+
+/* Copy up one object with a single name (or a directory's metadata). */
+static int copy_up_one(struct ovs_layer *l, const char *path, bool opaque)
+{
+	char sbuf[PATH_MAX], ubuf[PATH_MAX], tmp[OVS_TMP_NAME_MAX];
+	const char *sbase, *ubase;
+	struct stat st;
+	int sdir, udir, rc;
+
+	sdir = ovs_src_open_parent(l, path, sbuf, &sbase);
+	if (sdir < 0)
+		return sdir;
+	rc = ovs_copy_to_work(l, sdir, sbase, opaque, &st, tmp);
+	close(sdir);
+	if (rc < 0)
+		return ovs_err_keep(-rc, "preserve %s", path);
+	udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+	if (udir < 0) {
+		ovs_discard(l, tmp);
+		return udir;
+	}
+	rc = ovs_install(l, tmp, &st, udir, ubase);
+	close(udir);
+	return rc;
+}
+
+static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from, const char *name)
+{
+	char ubuf[PATH_MAX];
+	const char *ubase;
+	int udir, rc;
+
+	udir = ovs_upper_parent(l, name, true, ubuf, &ubase);
+	if (udir < 0)
+		return udir;
+	rc = ovs_link_into(l, fromdirfd, from, udir, ubase);
+	close(udir);
+	return rc;
+}
+
+static int src_stat(struct ovs_layer *l, const char *path, struct stat *st)
+{
+	char sbuf[PATH_MAX];
+	const char *sbase;
+	int sdir = ovs_src_open_parent(l, path, sbuf, &sbase), rc = 0;
+
+	if (sdir < 0)
+		return sdir;
+	if (fstatat(sdir, sbase, st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	close(sdir);
+	return rc;
+}
+
+/*
+ * Rule 6: every name of a multiply-linked inode shows the old content, as
+ * one inode in the upper.  The copy is linked to the other names first and
+ * moved to path last, so once path is covered all its names are.
+ */
+static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
+			  const struct stat *st)
+{
+	char sbuf[PATH_MAX], tmp[OVS_TMP_NAME_MAX], **names = NULL;
+	const char *existing = NULL, *sbase;
+	struct stat cst;
+	size_t n = 0, i;
+	int rc, sdir;
+
+	rc = ovs_hlmap_names(m, l->srcfd, path, &names, &n);
+	if (rc < 0)
+		return rc;
+	/* A name already preserved as this inode (before a crash) is the
+	 * copy to link to. */
+	for (i = 0; i < n; i++) {
+		if (strcmp(names[i], path) != 0 && coverage(l, names[i]) == ENTRY_NONDIR &&
+		    upper_copy_of(l, names[i], st->st_ino)) {
+			existing = names[i];
+			break;
+		}
+	}
+	if (!existing) {
+		sdir = ovs_src_open_parent(l, path, sbuf, &sbase);
+		if (sdir < 0) {
+			rc = sdir;
+			goto out;
+		}
+		rc = ovs_copy_to_work(l, sdir, sbase, false, &cst, tmp);
+		close(sdir);
+		if (rc < 0)
+			goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct stat nst;
+
+		if (strcmp(names[i], path) == 0 || names[i] == existing)
+			continue;
+		/* Skip names the map has wrong and names already covered
+		 * (preserved, or born after the snapshot). */
+		if (src_stat(l, names[i], &nst) < 0 ||
+		    !same_object(&nst, st) || ovs_covered(l, names[i]) != 0)
+			continue;
+		rc = existing ? link_name_to(l, l->upperfd, existing, names[i])
+			      : link_name_to(l, l->workfd, tmp, names[i]);
+		if (rc < 0)
+			goto fail;
+	}
+	if (existing) {
+		rc = link_name_to(l, l->upperfd, existing, path);
+	} else {
+		char ubuf[PATH_MAX];
+		const char *ubase;
+		int udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+
+		if (udir < 0) {
+			rc = udir;
+			goto fail;
+		}
+		rc = ovs_install(l, tmp, &cst, udir, ubase);
+		close(udir);
+	}
+	goto out;
+fail:
+	if (!existing)
+		ovs_discard(l, tmp);
+out:
+	ovs_hlmap_names_free(names, n);
+	return rc;
+}
+
+static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
+			   const struct stat *st)
+{
+	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
+		return copy_up_linked(l, m, path, st);
+	return copy_up_one(l, path, false);
+}
+
+int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+{
+	struct stat st;
+	int rc = coverage(l, path);
+
+	if (rc != NOT_COVERED)
+		return rc < 0 ? rc : 0;
+	rc = src_stat(l, path, &st);
+	if (rc < 0)
+		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
+	return preserve_object(l, m, path, &st);
+}
+
+/* ---- rule 3 ------------------------------------------------------------------ */
+
+static int make_opaque(struct ovs_layer *l, const char *path)
+{
+	char ubuf[PATH_MAX];
+	const char *ubase;
+	int udir, rc;
+
+	udir = ovs_upper_parent(l, path, false, ubuf, &ubase);
+	if (udir < 0)
+		return udir;
+	rc = ovl_set_opaque_at(udir, ubase);
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch)
+		rc = ovs_fsync_dir(udir, ubase);
+	close(udir);
+	return rc;
+}
+
+int ovs_preserve_rmdir(struct ovs_layer *l, const char *path)
+{
+	int c;
+
+	if (!*path)
+		return ovs_err(EBUSY, "the source root cannot be removed");
+	c = coverage(l, path);
+	switch (c) {
+	case NOT_COVERED:
+		/* SRC's directory is empty now, so the copy must hide it:
+		 * opaque from birth, visible only when complete. */
+		return copy_up_one(l, path, true);
+	case ENTRY_DIR:
+		/* Every snapshot-time entry gone from SRC was preserved in it
+		 * before it went, so the upper's contents are the whole dir. */
+		return make_opaque(l, path);
+	default:
+		return c < 0 ? c : 0;
+	}
+}
+
+/* ---- rule 2 ------------------------------------------------------------------ */
+
+int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+{
+	char ubuf[PATH_MAX];
+	const char *ubase;
+	struct stat st;
+	int rc, udir;
+
+	if (!*path)
+		return 0;
+	rc = coverage(l, path);
+	if (rc != NOT_COVERED)
+		return rc < 0 ? rc : 0;
+	rc = src_stat(l, path, &st);
+	if (rc == 0) {
+		/* Only an empty directory can be replaced by a new name
+		 * (rename over it): that is its rmdir. */
+		if (S_ISDIR(st.st_mode))
+			return ovs_preserve_rmdir(l, path);
+		return preserve_object(l, m, path, &st);
+	}
+	if (rc != -ENOENT)
+		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
+	udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+	if (udir < 0)
+		return udir;
+	rc = ovs_whiteout_at(l, udir, ubase);
+	close(udir);
+	return rc;
+}
+
+/* ---- rule 4 ------------------------------------------------------------------ */
+
+static int join(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = *dir ? snprintf(buf, len, "%s/%s", dir, name) : snprintf(buf, len, "%s", name);
+
+	if (n >= (int)len)
+		return ovs_err(ENAMETOOLONG, "%s/%s: path too long", dir, name);
+	return 0;
+}
+
+/*
+ * Complete the upper directory udirfd (= path) from SRC's sdirfd: entries
+ * already in the upper win (whiteouts stay), the rest is cloned, and the
+ * directory turns opaque last, so an opaque directory is always complete
+ * and a crash midway is finished by the next call.
+ */
+static int merge_dir(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
+		     int sdirfd, int udirfd)
+{
+	struct timespec times[2];
+	struct dirent *de;
+	DIR *dir;
+	int rc, dupfd;
+
+	rc = ovs_upper_dir_times(udirfd, times);
+	if (rc < 0)
+		return rc;
+	dupfd = openat(sdirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+	if (dupfd < 0 || !(dir = fdopendir(dupfd))) {
+		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
+		if (dupfd >= 0)
+			close(dupfd);
+		return rc;
+	}
+	while (errno = 0, (de = readdir(dir))) {
+		char child[PATH_MAX], tmp[OVS_TMP_NAME_MAX];
+		struct stat sst, ust;
+		bool in_upper;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		rc = join(child, sizeof(child), path, de->d_name);
+		if (rc < 0)
+			goto out;
+		if (fstatat(sdirfd, de->d_name, &sst, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			rc = ovs_err(errno, "stat %s: %m", child);
+			goto out;
+		}
+		in_upper = fstatat(udirfd, de->d_name, &ust, AT_SYMLINK_NOFOLLOW) == 0;
+		if (in_upper) {
+			int opaque;
+
+			if (!S_ISDIR(ust.st_mode))
+				continue;	/* preserved before, or a whiteout */
+			opaque = ovl_is_opaque_at(udirfd, de->d_name);
+			if (opaque)
+				continue;	/* complete already (or an error) */
+			if (!S_ISDIR(sst.st_mode)) {
+				/* SRC replaced it: the upper holds all it had. */
+				rc = ovl_set_opaque_at(udirfd, de->d_name);
+				if (rc < 0)
+					goto out;
+				continue;
+			}
+		} else if (!S_ISDIR(sst.st_mode)) {
+			if (m && sst.st_nlink > 1) {
+				/* Rule 6: links inside the subtree stay linked. */
+				rc = copy_up_linked(l, m, child, &sst);
+			} else {
+				rc = ovs_copy_to_work(l, sdirfd, de->d_name, false, &sst, tmp);
+				if (rc == 0)
+					rc = ovs_install(l, tmp, &sst, udirfd, de->d_name);
+			}
+			if (rc < 0)
+				goto out;
+			continue;
+		} else {
+			/* A mount point inside SRC shows as an empty dir
+			 * (rule 15): opaque, nothing below it copied. */
+			bool mountpoint = sst.st_dev != l->src_dev;
+
+			rc = ovs_copy_to_work(l, sdirfd, de->d_name, mountpoint, &sst, tmp);
+			if (rc == 0)
+				rc = ovs_install(l, tmp, &sst, udirfd, de->d_name);
+			if (rc < 0)
+				goto out;
+			if (mountpoint)
+				continue;
+		}
+		{
+			int cs = openat(sdirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					O_CLOEXEC | O_NOATIME);
+			int cu = openat(udirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					O_CLOEXEC);
+
+			if (cs < 0 || cu < 0) {
+				rc = ovs_err(errno, "open %s: %m", child);
+			} else {
+				rc = merge_dir(l, m, child, cs, cu);
+			}
+			if (cs >= 0)
+				close(cs);
+			if (cu >= 0)
+				close(cu);
+			if (rc < 0)
+				goto out;
+		}
+	}
+	if (errno) {
+		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
+		goto out;
+	}
+	/* Entries durable before the flag that says "complete". */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(udirfd) < 0) {
+		rc = ovs_err(errno, "fsync %s in the upper: %m", path);
+		goto out;
+	}
+	rc = ovl_set_opaque_at(udirfd, "");
+	if (rc == 0 && futimens(udirfd, times) < 0)
+		rc = ovs_err(errno, "restore times of %s in the upper: %m", path);
+out:
+	closedir(dir);
+	return rc;
+}
+
+int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+{
+	struct stat st;
+	int c, sfd, ufd, rc;
+
+	if (!*path)
+		return ovs_err(EINVAL, "the source root cannot be renamed");
+	c = coverage(l, path);
+	if (c < 0)
+		return c;
+	if (c == COVERED_BY_ANCESTOR || c == ENTRY_NONDIR || c == ENTRY_OPAQUE_DIR)
+		return 0;
+	rc = src_stat(l, path, &st);
+	if (rc < 0)
+		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
+	if (!S_ISDIR(st.st_mode))
+		return c == NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
+	if (c == NOT_COVERED) {
+		rc = copy_up_one(l, path, false);
+		if (rc < 0)
+			return rc;
+	}
+	sfd = ovs_src_open(l, path, O_RDONLY | O_DIRECTORY);
+	if (sfd < 0)
+		return ovs_err(-sfd, "open %s: %s", path, strerror(-sfd));
+	ufd = openat(l->upperfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0) {
+		rc = ovs_err(errno, "open %s in the upper: %m", path);
+		close(sfd);
+		return rc;
+	}
+	/* One syncfs at the end instead of an fsync per parent entry: files
+	 * are still fsynced before they are moved in, and each directory
+	 * before it is marked opaque. */
+	l->batch = true;
+	rc = merge_dir(l, m, path, sfd, ufd);
+	l->batch = false;
+	close(sfd);
+	close(ufd);
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->upperfd) < 0)
+		rc = ovs_err(errno, "sync the upper: %m");
+	return rc;
+}

@@ -39,7 +39,9 @@ int ovl_is_opaque_at(int dirfd, const char *name);
 int ovl_set_opaque_at(int dirfd, const char *name);
 
 /* xattr calls on any object, symlinks included, without following it
- * (setxattrat & co. where the kernel has them, else /proc/self/fd). */
+ * (setxattrat & co. where the kernel has them, else /proc/self/fd).  name
+ * "" means dirfd itself.  They return -errno and set no message: ENODATA,
+ * ENOTSUP and ERANGE are ordinary answers to their callers. */
 ssize_t ovs_lgetxattrat(int dirfd, const char *name, const char *attr, void *buf, size_t len);
 ssize_t ovs_llistxattrat(int dirfd, const char *name, char *buf, size_t len);
 int ovs_lsetxattrat(int dirfd, const char *name, const char *attr, const void *val,
@@ -65,6 +67,10 @@ void ovs_layer_close(struct ovs_layer *l);
 int ovs_layer_upper_fd(const struct ovs_layer *l);
 /* Whether FICLONE worked for the last copy-up (for tests and stats). */
 bool ovs_layer_cloned(const struct ovs_layer *l);
+/* Give the directory upperfd (a new layer's root) the metadata of SRC's
+ * root srcrootfd: owner, mode, xattrs, origin, times (rule 7).  The caller
+ * fsyncs. */
+int ovs_copy_root_metadata(int srcrootfd, int upperfd);
 
 /* ---- the map of multiply-linked inodes (rule 6) ------------------------ */
 

@@ -1,0 +1,68 @@
+/*
+ * Internals of the preservation engine shared by copyup.c, preserve.c and
+ * hlmap.c.  Not part of the library's API.
+ */
+#ifndef OVSNAP_PRESERVE_INT_H
+#define OVSNAP_PRESERVE_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "libovsnap.h"
+#include "preserve.h"
+
+struct ovs_layer {
+	int srcfd;		/* SRC's real root (not ours: never closed) */
+	int upperfd;
+	int workfd;
+	unsigned flags;
+	dev_t src_dev;		/* mount points inside SRC are not crossed */
+	bool last_cloned;
+	bool batch;		/* subtree clone: parent fsyncs become one syncfs */
+	unsigned long seq;	/* temp names in work */
+};
+
+#define OVS_WHITEOUT_BASE	"wh-base"
+#define OVS_TMP_NAME_MAX	64
+
+/* Open path (relative to SRC's root, "" = the root) beneath SRC without
+ * following any symlink or crossing a mount: a racing rename can never
+ * lead the daemon outside SRC. */
+int ovs_src_open(const struct ovs_layer *l, const char *path, int flags);
+/* Split path into its parent (opened in SRC, O_DIRECTORY) and *base. */
+int ovs_src_open_parent(const struct ovs_layer *l, const char *path, char *pbuf,
+			const char **base);
+
+/* The upper directory that holds path's entry; with create, directories
+ * missing in the upper are first made as metadata copies of SRC's (rule 7
+ * for each parent they are added to).  *base points into pbuf. */
+int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *pbuf,
+		     const char **base);
+
+/* Build a copy of sdirfd/name in the work dir under a temp name (written
+ * to tmp): content, owner, mode, xattrs (trusted.overlay.* escaped), the
+ * origin xattr and times, fsynced unless NOSYNC.  *st gets the source's
+ * stat.  opaque marks a directory copy opaque before anyone can see it. */
+int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opaque,
+		     struct stat *st, char *tmp);
+/* Move a work temp into the upper as udirfd/name (no-op if something is
+ * already there: the first preserve wins), restoring udirfd's times and
+ * making the entry durable. */
+int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
+		const char *name);
+/* Remove a work temp that was not installed. */
+void ovs_discard(struct ovs_layer *l, const char *tmp);
+/* Hard-link fromdir/from as udirfd/name, restoring udirfd's times. */
+int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udirfd,
+		  const char *name);
+/* Put a whiteout at udirfd/name (a link to the layer's shared one). */
+int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name);
+/* An entry was added to or changed in udirfd: restore its times (saved
+ * before) and make its entries durable. */
+int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2]);
+int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
+
+/* hlmap.c: the handle key of an object (for tests of sameness). */
+#endif
