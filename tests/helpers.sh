@@ -1,0 +1,414 @@
+# shellcheck shell=bash
+#
+# Shared harness of the ovsnap shell tests.  A test script looks like:
+#
+#   #!/bin/bash
+#   . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+#   ovs_require_root            # exit 77 (automake skip) when not root
+#   test_something() {
+#       ovs_mkfs xfs            # fresh loop image mounted at $OVS_MNT
+#       ovs_run "$OVSNAP" take "$OVS_MNT/src"
+#       assertEquals "take exit" 0 "$OVS_RC"
+#   }
+#   . "$SHUNIT2"
+#
+# Environment (exported by `make check`; defaulted here so a script also
+# runs by hand from a build directory):
+#   OVSNAP OVSNAPD      the built binaries
+#   OVSNAP_TOOLS        build dir of the tests: tools/ovs-manifest etc.
+#   OVSNAP_SRCDIR       top of the source tree
+#   SHUNIT2             the shunit2 library
+#
+# Every script gets a private $OVS_TMP and points OVSNAP_STATE_DIR and
+# OVSNAP_RUN_DIR into it, so tests never touch /var/lib/ovsnap or
+# /run/ovsnap.
+#
+# Cleanup: helpers.sh defines shunit2's tearDown() and oneTimeTearDown().
+# After every test, tearDown() unmounts everything under $OVS_TMP (deepest
+# first), kills the ovsnapd processes started for it, detaches the loop
+# devices of the test's images and wipes the state and run directories, so
+# the tests of one script share nothing.  A script that needs its own
+# tearDown/oneTimeTearDown/oneTimeSetUp must call ovs_teardown /
+# ovs_onetime_teardown / ovs_onetime_setup from it.  An EXIT trap covers a
+# script that dies before shunit2 runs, and a reaper process covers one
+# that is killed outright (SIGKILL from a timeout).
+#
+# Functions:
+#   ovs_require_root                exit 77 unless root (call before shunit2)
+#   ovs_require_cmd CMD...          exit 77 unless every CMD is installed
+#   ovs_require_fs TYPE...          exit 77 unless mkfs.TYPE and kernel support
+#   ovs_mkfs TYPE [SIZE]            xfs (reflink) | ext4 | btrfs image, loop-
+#                                   mounted at $OVS_MNT ($OVS_DEV, $OVS_IMG)
+#   ovs_run CMD...                  sets $OVS_RC, $OVS_OUT, $OVS_ERR
+#   ovs_overlay_mount TARGET LOWERS read-only kernel overlay, lowerdir=LOWERS
+#   ovs_wait_unmounted PATH [SECS]  wait until nothing is mounted at PATH
+#   ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]
+#                                   every snapshot of SRC, seen through a
+#                                   kernel overlay of its layers, equals
+#                                   MANIFEST_DIR/<id>.manifest
+
+ovs__helpers_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${OVSNAP_SRCDIR:=$(cd "$ovs__helpers_dir/.." && pwd)}"
+
+# A script run by hand from a build directory finds the binaries there.
+if [ -z "${OVSNAP:-}" ]; then
+	if [ -x "$PWD/ovsnap" ]; then
+		OVSNAP=$PWD/ovsnap
+	else
+		OVSNAP=$(command -v ovsnap || echo ovsnap)
+	fi
+fi
+if [ -z "${OVSNAPD:-}" ]; then
+	if [ -x "$(dirname "$OVSNAP")/ovsnapd" ]; then
+		OVSNAPD=$(dirname "$OVSNAP")/ovsnapd
+	else
+		OVSNAPD=$(command -v ovsnapd || echo ovsnapd)
+	fi
+fi
+if [ -z "${OVSNAP_TOOLS:-}" ]; then
+	OVSNAP_TOOLS=$(dirname "$OVSNAP")/tests
+fi
+if [ -z "${SHUNIT2:-}" ]; then
+	for f in /usr/share/shunit2/shunit2 /usr/bin/shunit2; do
+		[ -r "$f" ] && { SHUNIT2=$f; break; }
+	done
+fi
+export OVSNAP OVSNAPD OVSNAP_TOOLS OVSNAP_SRCDIR SHUNIT2
+
+OVS_TMP=$(mktemp -d "${OVS_TMPDIR:-/var/tmp}/ovsnap-test.XXXXXX") || {
+	echo "helpers.sh: cannot create a temporary directory" >&2
+	exit 99
+}
+OVSNAP_STATE_DIR=$OVS_TMP/state
+OVSNAP_RUN_DIR=$OVS_TMP/run
+mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
+export OVS_TMP OVSNAP_STATE_DIR OVSNAP_RUN_DIR
+OVS_MNT=
+OVS_DEV=
+OVS_IMG=
+OVS_RC=
+OVS_OUT=
+OVS_ERR=
+ovs__nfs=0
+
+# ---------------------------------------------------------------------------
+# Requirements: decided before shunit2 runs, so a skip is a clean exit 77.
+
+ovs_skip() {
+	echo "SKIP: $*" >&2
+	exit 77
+}
+
+ovs_require_root() {
+	[ "$(id -u)" -eq 0 ] || ovs_skip "needs root"
+	[ -n "${SHUNIT2:-}" ] && [ -r "$SHUNIT2" ] || ovs_skip "shunit2 not found (set SHUNIT2)"
+	ovs_require_cmd losetup findmnt mount umount
+}
+
+ovs_require_cmd() {
+	local c
+
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || ovs_skip "needs $c"
+	done
+}
+
+ovs__kernel_has_fs() {
+	grep -qw "$1" /proc/filesystems 2>/dev/null && return 0
+	modprobe "$1" >/dev/null 2>&1
+	grep -qw "$1" /proc/filesystems 2>/dev/null
+}
+
+ovs_require_fs() {
+	local t
+
+	for t in "$@"; do
+		case $t in
+		xfs | ext4 | btrfs)
+			command -v "mkfs.$t" >/dev/null 2>&1 || ovs_skip "needs mkfs.$t"
+			;;
+		esac
+		ovs__kernel_has_fs "$t" || ovs_skip "kernel lacks $t"
+	done
+}
+
+# ---------------------------------------------------------------------------
+# Running commands
+
+# ovs_run CMD...: run CMD with stdin from /dev/null; $OVS_RC is its exit
+# status, $OVS_OUT and $OVS_ERR its stdout and stderr (trailing newlines
+# stripped, as $(...) does).
+ovs_run() {
+	OVS_OUT=$("$@" </dev/null 2>"$OVS_TMP/.stderr")
+	OVS_RC=$?
+	OVS_ERR=$(cat "$OVS_TMP/.stderr")
+	return 0
+}
+
+# A failure message with what the last ovs_run printed.
+ovs_ran() {
+	printf 'rc=%s\nstdout: %s\nstderr: %s' "$OVS_RC" "$OVS_OUT" "$OVS_ERR"
+}
+
+# ---------------------------------------------------------------------------
+# Loop images
+
+# ovs_mkfs TYPE [SIZE]: a fresh sparse image (default 512M: mkfs.xfs wants
+# 300M at least) on its own loop device, mounted at $OVS_TMP/fsN.  Sets
+# $OVS_MNT, $OVS_DEV and $OVS_IMG.  Returns non-zero (after failing the
+# test) when something is missing: CI installs everything, so that is a
+# bug there, not a skip.
+ovs_mkfs() {
+	local type=$1 size=${2:-512M} img dev mnt
+
+	ovs__nfs=$((ovs__nfs + 1))
+	img=$OVS_TMP/fs$ovs__nfs.img
+	mnt=$OVS_TMP/fs$ovs__nfs
+	if ! command -v "mkfs.$type" >/dev/null 2>&1; then
+		fail "ovs_mkfs: mkfs.$type is not installed"
+		return 1
+	fi
+	truncate -s "$size" "$img" || { fail "ovs_mkfs: truncate $img"; return 1; }
+	dev=$(losetup -f --show "$img") || { fail "ovs_mkfs: losetup $img"; return 1; }
+	echo "$dev $img" >>"$OVS_TMP/.loops"
+	case $type in
+	xfs) mkfs.xfs -q -f -m reflink=1 "$dev" ;;
+	ext4) mkfs.ext4 -q -F "$dev" ;;
+	btrfs) mkfs.btrfs -q -f "$dev" ;;
+	*) false ;;
+	esac >"$OVS_TMP/.mkfs.log" 2>&1 || {
+		fail "ovs_mkfs: mkfs.$type failed: $(tail -3 "$OVS_TMP/.mkfs.log")"
+		return 1
+	}
+	mkdir -p "$mnt"
+	mount -t "$type" "$dev" "$mnt" || { fail "ovs_mkfs: mount $type at $mnt"; return 1; }
+	OVS_MNT=$mnt
+	OVS_DEV=$dev
+	OVS_IMG=$img
+	return 0
+}
+
+# ovs_overlay_mount TARGET LOWER1:LOWER2:...: read-only kernel overlay of
+# the given layers, leftmost on top (the test oracle).  TARGET outside
+# $OVS_TMP is remembered and unmounted by the cleanup all the same.
+ovs_overlay_mount() {
+	local target=$1 lowers=$2
+
+	mkdir -p "$target" || return 1
+	case $target in
+	"$OVS_TMP"/*) ;;
+	*) echo "$target" >>"$OVS_TMP/.mounts" ;;
+	esac
+	mount -t overlay overlay -o "ro,lowerdir=$lowers" "$target"
+}
+
+# ovs_wait_unmounted PATH [SECONDS]: 0 once nothing is mounted at PATH,
+# 1 after SECONDS (default 10).
+ovs_wait_unmounted() {
+	local path=$1 tries=$((${2:-10} * 10))
+
+	while findmnt -rn -M "$path" >/dev/null 2>&1; do
+		tries=$((tries - 1))
+		[ "$tries" -gt 0 ] || return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# ---------------------------------------------------------------------------
+# Cleanup
+
+# Mount points under $OVS_TMP (and the ones registered outside it), deepest
+# first, so FUSE and overlay mounts go before the images below them.
+ovs__our_mounts() {
+	{
+		findmnt -rn -o TARGET | while read -r t; do
+			# findmnt escapes blanks as \x20; our paths have none.
+			case $t in "$OVS_TMP"/*) echo "$t" ;; esac
+		done
+		[ -f "$OVS_TMP/.mounts" ] && while read -r t; do
+			findmnt -rn -M "$t" >/dev/null 2>&1 && echo "$t"
+		done <"$OVS_TMP/.mounts"
+	} | awk '{ print length($0), $0 }' | sort -rn -k1,1 | cut -d' ' -f2- | uniq
+}
+
+ovs__umount_all() {
+	local m
+
+	for m in $(ovs__our_mounts); do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
+			echo "helpers.sh: cannot unmount $m" >&2
+	done
+}
+
+# PIDs of ovsnapd processes whose command line names something in $OVS_TMP.
+ovs__our_daemons() {
+	local p comm
+
+	for p in /proc/[0-9]*; do
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		[ "$comm" = ovsnapd ] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$OVS_TMP" && echo "${p#/proc/}"
+	done
+}
+
+ovs__kill_daemons() {
+	local pids p i
+
+	pids=$(ovs__our_daemons)
+	[ -n "$pids" ] || return 0
+	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+	for i in $(seq 30); do
+		pids=$(ovs__our_daemons)
+		[ -n "$pids" ] || return 0
+		sleep 0.1
+	done
+	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+	sleep 0.2
+}
+
+ovs__detach_loops() {
+	local dev img d
+
+	[ -f "$OVS_TMP/.loops" ] || return 0
+	while read -r dev img; do
+		# Detach exactly the devices that still back our image; the
+		# number may have been reused if the test detached it itself.
+		for d in $(losetup -n -O NAME -j "$img" 2>/dev/null); do
+			losetup -d "$d" 2>/dev/null ||
+				echo "helpers.sh: cannot detach $d ($img)" >&2
+		done
+	done <"$OVS_TMP/.loops"
+	rm -f "$OVS_TMP/.loops"
+}
+
+# ovs_teardown: leave $OVS_TMP as the next test expects it: nothing
+# mounted, no daemon, no loop device, no image, empty state and run dirs.
+ovs_teardown() {
+	[ -n "${OVS_TMP:-}" ] && [ -d "$OVS_TMP" ] || return 0
+	ovs__umount_all
+	ovs__kill_daemons
+	# A daemon that died may have left its FUSE mount behind.
+	ovs__umount_all
+	ovs__detach_loops
+	rm -rf "${OVS_TMP:?}"/fs* "$OVS_TMP/.mounts" "$OVSNAP_STATE_DIR" \
+		"$OVSNAP_RUN_DIR" "$OVS_TMP"/view* 2>/dev/null
+	mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
+	OVS_MNT= OVS_DEV= OVS_IMG=
+	return 0
+}
+
+ovs_onetime_teardown() {
+	ovs_teardown
+	if [ -n "$(ovs__our_mounts)" ]; then
+		# Something is still (lazily) mounted: do not delete under it.
+		echo "helpers.sh: mounts left under $OVS_TMP" >&2
+		return 1
+	fi
+	rm -rf "${OVS_TMP:?}"
+	return 0
+}
+
+ovs_onetime_setup() {
+	return 0
+}
+
+tearDown() { ovs_teardown; }
+oneTimeTearDown() { ovs_onetime_teardown; }
+oneTimeSetUp() { ovs_onetime_setup; }
+
+# Before shunit2 takes the EXIT trap over (its handler calls the tear downs
+# above), this one cleans up after a script that exits early.
+trap 'ovs_onetime_teardown' EXIT
+
+# The reaper: a script killed with SIGKILL runs no trap at all.  It ignores
+# the signals a Ctrl-C or a test timeout sends to the process group.
+(
+	trap '' INT TERM HUP
+	parent=$$
+	while kill -0 "$parent" 2>/dev/null; do sleep 2; done
+	[ -d "$OVS_TMP" ] && ovs_onetime_teardown
+) </dev/null >/dev/null 2>&1 &
+disown 2>/dev/null
+
+# ---------------------------------------------------------------------------
+# The consistency oracle
+
+ovs__tool() {
+	if [ -x "$OVSNAP_TOOLS/tools/$1" ]; then
+		echo "$OVSNAP_TOOLS/tools/$1"
+	else
+		command -v "$1" || echo "$OVSNAP_TOOLS/tools/$1"
+	fi
+}
+OVS_MANIFEST=$(ovs__tool ovs-manifest)
+OVS_WORKLOAD=$(ovs__tool ovs-workload)
+
+# ovs_snapshot_layers SRC: "ID UPPER" per snapshot, oldest first, from
+# `ovsnap list --json SRC`.  No JSON tool is assumed installed: the keys
+# "id" and "upper" occur only in the snapshot objects, in that order, and
+# test paths hold no quotes or backslashes.
+ovs_snapshot_layers() {
+	local json
+
+	json=$("$OVSNAP" list --json "$1") || return 1
+	printf '%s\n' "$json" |
+		grep -oE '"(id|upper)"[[:space:]]*:[[:space:]]*("[^"]*"|[0-9]+)' |
+		sed -E 's/^"(id|upper)"[[:space:]]*:[[:space:]]*"?([^"]*)"?$/\1 \2/' |
+		awk '$1 == "id" { id = $2 } $1 == "upper" { sub(/^upper /, ""); print id, $0 }'
+}
+
+# ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]: deactivate SRC,
+# then mount every snapshot k read-only as a stock overlay of
+# upper_k:...:upper_n:SRC and compare its manifest with
+# MANIFEST_DIR/k.manifest.  Each mismatch fails the current test with the
+# head of the diff; returns the number of snapshots that differ.
+ovs_oracle_check() {
+	local src=$1 mdir=$2 ids=() uppers=() i j lowers view bad=0 n out
+	shift 2
+
+	# The layers must not change under the kernel overlay.
+	if "$OVSNAP" list --json "$src" 2>/dev/null | grep -q '"active"[[:space:]]*:[[:space:]]*true'; then
+		ovs_run "$OVSNAP" deactivate "$src"
+		if [ "$OVS_RC" -ne 0 ]; then
+			fail "oracle: ovsnap deactivate $src: $(ovs_ran)"
+			return 1
+		fi
+	fi
+	while read -r i j; do
+		ids+=("$i")
+		uppers+=("$j")
+	done < <(ovs_snapshot_layers "$src")
+	n=${#ids[@]}
+	if [ "$n" -eq 0 ]; then
+		fail "oracle: ovsnap list --json $src shows no snapshots"
+		return 1
+	fi
+	for ((i = 0; i < n; i++)); do
+		if [ ! -f "$mdir/${ids[i]}.manifest" ]; then
+			fail "oracle: snapshot ${ids[i]} has no manifest in $mdir"
+			bad=$((bad + 1))
+			continue
+		fi
+		lowers=
+		for ((j = i; j < n; j++)); do
+			lowers+="${uppers[j]}:"
+		done
+		lowers+=$src
+		view=$OVS_TMP/view.${ids[i]}
+		if ! out=$(ovs_overlay_mount "$view" "$lowers" 2>&1); then
+			fail "oracle: overlay mount of snapshot ${ids[i]} failed: $out"
+			bad=$((bad + 1))
+			continue
+		fi
+		"$OVS_MANIFEST" "$@" "$view" >"$OVS_TMP/view.${ids[i]}.manifest" 2>"$OVS_TMP/.manifest.err" ||
+			fail "oracle: ovs-manifest of snapshot ${ids[i]}: $(head -3 "$OVS_TMP/.manifest.err")"
+		umount "$view" || umount -l "$view"
+		if ! out=$(diff -u "$mdir/${ids[i]}.manifest" "$OVS_TMP/view.${ids[i]}.manifest"); then
+			fail "oracle: snapshot ${ids[i]} differs from its manifest (${OVS_ORACLE_WHAT:-}):
+$(printf '%s\n' "$out" | head -40)"
+			bad=$((bad + 1))
+		fi
+	done
+	return "$bad"
+}
