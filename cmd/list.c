@@ -1,2 +1,282 @@
+/*
+ * ovsnap list — the registered volumes, or the snapshots of one volume, as
+ * a table (libsmartcols, like lsblk and findmnt) or as JSON for tools and
+ * completion scripts.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libsmartcols.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cmd.h"
-int cmd_list(int argc, const char **argv) { return ovs_not_built("list"); }
+#include "ovsnap-private.h"
+
+static int opt_json;
+
+static struct poptOption list_options[] = {
+	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
+	  "print one JSON object (the keys are documented in ovsnap-list(8))", NULL },
+	OVS_POPT_AUTOHELP
+	POPT_TABLEEND
+};
+
+/* JSON string with the escapes RFC 8259 requires; other bytes pass as they
+ * are (paths are bytes, most of them UTF-8). */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", stdout);
+			break;
+		case '\\':
+			fputs("\\\\", stdout);
+			break;
+		case '\n':
+			fputs("\\n", stdout);
+			break;
+		case '\t':
+			fputs("\\t", stdout);
+			break;
+		default:
+			if (c < 0x20)
+				printf("\\u%04x", c);
+			else
+				putchar(c);
+		}
+	}
+	putchar('"');
+}
+
+static struct libscols_table *new_table(const char *const *cols, const int *flags)
+{
+	struct libscols_table *tb = scols_new_table();
+
+	if (!tb)
+		return NULL;
+	for (int i = 0; cols[i]; i++)
+		if (!scols_table_new_column(tb, cols[i], 0, flags[i])) {
+			scols_unref_table(tb);
+			return NULL;
+		}
+	return tb;
+}
+
+static int set_cell(struct libscols_line *ln, int col, const char *text)
+{
+	return scols_line_set_data(ln, col, text) == 0 ? 0 : -ENOMEM;
+}
+
+/* ---- all volumes ------------------------------------------------------------ */
+
+static void warn_problems(struct ovs_volume **vols, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ovs_volume_problem(vols[i]))
+			ovs_error("list: %s: %s", ovs_volume_source(vols[i]),
+				  ovs_volume_problem(vols[i]));
+}
+
+static void print_volumes_json(struct ovs_volume **vols, size_t n)
+{
+	fputs("{\"volumes\": [", stdout);
+	for (size_t i = 0; i < n; i++) {
+		struct ovs_volume *v = vols[i];
+
+		fputs(i ? ", {\"source\": " : "{\"source\": ", stdout);
+		json_string(ovs_volume_source(v));
+		fputs(", \"store\": ", stdout);
+		json_string(ovs_volume_store(v));
+		if (ovs_volume_problem(v)) {
+			fputs(", \"active\": null, \"snapshots\": null, \"error\": ", stdout);
+			json_string(ovs_volume_problem(v));
+		} else {
+			printf(", \"active\": %s, \"snapshots\": %zu",
+			       ovs_volume_active(v) ? "true" : "false", ovs_snapshot_count(v));
+		}
+		putchar('}');
+	}
+	fputs("]}\n", stdout);
+}
+
+static int print_volumes_table(struct ovs_volume **vols, size_t n)
+{
+	static const char *const cols[] = { "SOURCE", "STORE", "ACTIVE", "SNAPSHOTS", NULL };
+	static const int flags[] = { 0, 0, 0, SCOLS_FL_RIGHT };
+	struct libscols_table *tb;
+	int rc = 0;
+
+	/* no volumes, no table: like findmnt, an empty answer prints nothing */
+	if (!n)
+		return 0;
+	tb = new_table(cols, flags);
+	if (!tb)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct ovs_volume *v = vols[i];
+		struct libscols_line *ln = scols_table_new_line(tb, NULL);
+		char count[32];
+
+		if (!ln) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(count, sizeof(count), "%zu", ovs_snapshot_count(v));
+		rc = set_cell(ln, 0, ovs_volume_source(v));
+		if (!rc)
+			rc = set_cell(ln, 1, ovs_volume_store(v));
+		if (!rc)
+			rc = set_cell(ln, 2, ovs_volume_problem(v) ? "?" :
+				      ovs_volume_active(v) ? "yes" : "no");
+		if (!rc)
+			rc = set_cell(ln, 3, ovs_volume_problem(v) ? "?" : count);
+	}
+	if (!rc)
+		scols_print_table(tb);
+	scols_unref_table(tb);
+	return rc;
+}
+
+static int list_volumes(void)
+{
+	struct ovs_volume **vols;
+	size_t n;
+	int rc;
+
+	rc = ovs_volume_list(&vols, &n);
+	if (rc < 0) {
+		ovs_error_lib(rc, "list");
+		return EXIT_FAIL;
+	}
+	if (opt_json)
+		print_volumes_json(vols, n);
+	else
+		rc = print_volumes_table(vols, n);
+	if (rc < 0)
+		ovs_error("list: %s", strerror(-rc));
+	warn_problems(vols, n);
+	for (size_t i = 0; i < n; i++)
+		if (ovs_volume_problem(vols[i]))
+			rc = -EUCLEAN;
+	ovs_volume_list_free(vols, n);
+	return rc < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+/* ---- one volume -------------------------------------------------------------- */
+
+static int print_snapshots_json(struct ovs_volume *v)
+{
+	size_t n = ovs_snapshot_count(v);
+
+	fputs("{\"source\": ", stdout);
+	json_string(ovs_volume_source(v));
+	fputs(", \"store\": ", stdout);
+	json_string(ovs_volume_store(v));
+	fputs(", \"fstype\": ", stdout);
+	json_string(ovs_volume_fstype(v));
+	fputs(", \"fsuuid\": ", stdout);
+	json_string(ovs_volume_fsuuid(v));
+	printf(", \"active\": %s, \"snapshots\": [", ovs_volume_active(v) ? "true" : "false");
+	for (size_t i = 0; i < n; i++) {
+		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
+		char created[64], upper[PATH_MAX];
+		int rc = ovs_snapshot_upper(v, s->id, upper, sizeof(upper));
+
+		if (rc < 0)
+			return rc;
+		ovs_format_time_utc(s->created_ns, created, sizeof(created));
+		printf("%s{\"id\": %" PRIu64 ", \"name\": ", i ? ", " : "", s->id);
+		if (s->name[0])
+			json_string(s->name);
+		else
+			fputs("null", stdout);
+		printf(", \"created\": \"%s\", \"upper\": ", created);
+		json_string(upper);
+		fputs(", \"state\": ", stdout);
+		json_string(ovs_snap_state_name(s->state));
+		putchar('}');
+	}
+	fputs("]}\n", stdout);
+	return 0;
+}
+
+static int print_snapshots_table(struct ovs_volume *v)
+{
+	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", NULL };
+	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0 };
+	size_t n = ovs_snapshot_count(v);
+	struct libscols_table *tb;
+	int rc = 0;
+
+	if (!n)
+		return 0;
+	tb = new_table(cols, flags);
+	if (!tb)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
+		struct libscols_line *ln = scols_table_new_line(tb, NULL);
+		char id[32], created[64];
+
+		if (!ln) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(id, sizeof(id), "%" PRIu64, s->id);
+		ovs_format_time_local(s->created_ns, created, sizeof(created));
+		rc = set_cell(ln, 0, id);
+		if (!rc)
+			rc = set_cell(ln, 1, s->name);
+		if (!rc)
+			rc = set_cell(ln, 2, created);
+		if (!rc)
+			rc = set_cell(ln, 3, ovs_snap_state_name(s->state));
+	}
+	if (!rc)
+		scols_print_table(tb);
+	scols_unref_table(tb);
+	return rc;
+}
+
+static int list_snapshots(const char *arg)
+{
+	struct ovs_volume *v;
+	char *src;
+	int rc;
+
+	src = ovs_resolve_source("list", arg);
+	if (!src)
+		return EXIT_FAIL;
+	rc = ovs_volume_open(src, &v);
+	free(src);
+	if (rc < 0) {
+		ovs_error_lib(rc, "list %s", arg);
+		return EXIT_FAIL;
+	}
+	rc = opt_json ? print_snapshots_json(v) : print_snapshots_table(v);
+	if (rc < 0)
+		ovs_error_lib(rc, "list %s", arg);
+	ovs_volume_unref(v);
+	return rc < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+int cmd_list(int argc, const char **argv)
+{
+	const char **args;
+	poptContext pc;
+	int status, nargs;
+
+	pc = ovs_popt_parse("list", argc, argv, list_options, "[SRC]", &status);
+	if (!pc)
+		return status;
+	args = ovs_popt_args(pc, "list", 0, 1, &nargs, &status);
+	if (args)
+		status = nargs ? list_snapshots(args[0]) : list_volumes();
+	poptFreeContext(pc);
+	return status;
+}

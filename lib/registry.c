@@ -210,7 +210,9 @@ static int parse_header(struct parser *p, char *key, char *val)
 
 	switch (k) {
 	case KEY_SOURCE:
-		if (unescape_value(val) < 0 || val[0] != '/')
+		if (unescape_value(val) < 0)
+			return bad(p, "bad escape in the source path");
+		if (val[0] != '/')
 			return bad(p, "source is not an absolute path");
 		r->source = strdup(val);
 		if (!r->source)

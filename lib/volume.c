@@ -294,15 +294,15 @@ static int check_source(struct create_ctx *c, const char *src)
 	if (rc < 0)
 		return rc;
 	if (!ovs_fstype_supported(c->src_mi.fstype))
-		return ovs_err(EOPNOTSUPP, "%s is on %s, which cannot hold snapshots "
-			       "(supported: " OVS_SUPPORTED_FS ")", c->src, c->src_mi.fstype);
+		return ovs_err(EOPNOTSUPP, "SRC is on %s, which cannot hold snapshots "
+			       "(supported: " OVS_SUPPORTED_FS ")", c->src_mi.fstype);
 	rc = ovs_mounts_below(c->src, &below, &nbelow);
 	if (rc < 0)
 		return rc;
 	if (nbelow)
-		rc = ovs_err(EXDEV, "%s holds the mount point %s%s: snapshots do not cross "
+		rc = ovs_err(EXDEV, "SRC holds the mount point %s%s: snapshots do not cross "
 			     "filesystems; unmount it or snapshot each filesystem on its own",
-			     c->src, below[0], nbelow > 1 ? " and others" : "");
+			     below[0], nbelow > 1 ? " and others" : "");
 	ovs_strv_free(below, nbelow);
 	if (rc < 0)
 		return rc;
@@ -322,10 +322,9 @@ static int check_store(struct create_ctx *c, const char *store)
 			return ovs_err(errno, "store %s: %m", store);
 	} else {
 		if (src_is_fsroot)
-			return ovs_err(EINVAL, "%s is the root of its filesystem: the store "
+			return ovs_err(EINVAL, "SRC is the root of its filesystem: the store "
 				       "cannot live inside it; use --store DIR on another "
-				       "filesystem (copy-ups will be full copies, not clones)",
-				       c->src);
+				       "filesystem (copy-ups will be full copies, not clones)");
 		if (asprintf(&c->storeroot, "%s/%s", strcmp(c->src_mi.target, "/") == 0 ?
 			     "" : c->src_mi.target, OVS_STORE_DEFAULT) < 0)
 			return ovs_err(ENOMEM, "out of memory");

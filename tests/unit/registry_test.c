@@ -1,0 +1,256 @@
+/*
+ * Unit tests of the registry file: format/parse round trip, the strict
+ * parser's refusals (each with its line number), and atomic replacement
+ * surviving SIGKILL at any instant.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+		failures++;						\
+	}								\
+} while (0)
+
+static const char canonical[] =
+	"ovsnap-registry 1\n"
+	"source /srv/my data/\\x0a\\x5cweird\n"
+	"fstype xfs\n"
+	"fsuuid 5c0c1b2e-3a1d-4c2e-9f00-0123456789ab\n"
+	"clone 1\n"
+	"next-id 7\n"
+	"active 1\n"
+	"deactivated-ns 1764669000000000000\n"
+	"snapshot 1 - 1764669600123456789 frozen 0\n"
+	"snapshot 4 nightly.2026-12-02 1764669601000000000 frozen 1\n"
+	"snapshot 6 before_upgrade 1764669602000000001 active 0\n"
+	"end\n";
+
+static void test_round_trip(void)
+{
+	struct ovs_registry reg, again;
+	char *text, *text2;
+	size_t len, len2;
+
+	CHECK(ovs_registry_parse("t", canonical, strlen(canonical), &reg) == 0,
+	      "canonical text does not parse: %s", ovs_last_error());
+	CHECK(strcmp(reg.source, "/srv/my data/\n\\weird") == 0, "source unescaped wrong: %s",
+	      reg.source);
+	CHECK(reg.nsnaps == 3 && reg.snaps[1].hold && reg.snaps[2].state == OVS_SNAP_ACTIVE,
+	      "snapshots parsed wrong");
+	CHECK(reg.next_id == 7 && reg.active && reg.can_clone, "header parsed wrong");
+	CHECK(ovs_registry_format(&reg, &text, &len) == 0, "format failed");
+	CHECK(len == strlen(canonical) && strcmp(text, canonical) == 0,
+	      "format(parse(text)) differs:\n%s", text);
+	CHECK(ovs_registry_parse("t", text, len, &again) == 0, "reparse failed");
+	CHECK(ovs_registry_format(&again, &text2, &len2) == 0 && strcmp(text, text2) == 0,
+	      "second round trip differs");
+
+	/* an empty volume: no snapshot lines */
+	struct ovs_registry empty = { .source = "/", .fstype = "ext4", .fsuuid = "fsid-1",
+				      .next_id = 1 };
+	char *t3;
+	size_t l3;
+	struct ovs_registry e2;
+
+	CHECK(ovs_registry_format(&empty, &t3, &l3) == 0, "format empty");
+	CHECK(ovs_registry_parse("t", t3, l3, &e2) == 0 && e2.nsnaps == 0 &&
+	      strcmp(e2.source, "/") == 0, "empty registry round trip");
+	free(t3);
+	ovs_registry_clear(&e2);
+	free(text);
+	free(text2);
+	ovs_registry_clear(&reg);
+	ovs_registry_clear(&again);
+}
+
+/* Replace line `lineno` (1-based) of the canonical text by `with` (NULL:
+ * delete it). */
+static char *edit(int lineno, const char *with)
+{
+	char *out = calloc(1, sizeof(canonical) + 256), *o = out;
+	const char *p = canonical;
+
+	for (int n = 1; *p; n++) {
+		const char *nl = strchr(p, '\n') + 1;
+
+		if (n != lineno) {
+			memcpy(o, p, nl - p);
+			o += nl - p;
+		} else if (with) {
+			o += sprintf(o, "%s", with);
+		}
+		p = nl;
+	}
+	return out;
+}
+
+struct corruption {
+	const char *why;
+	int lineno;		/* line replaced, 0 = use text */
+	const char *with;	/* replacement text (with its newline) */
+	const char *text;	/* whole text when lineno == 0 */
+	int err_line;		/* expected "line N" */
+	const char *err;	/* expected part of the message */
+};
+
+static const struct corruption corruptions[] = {
+	{ "wrong magic", 1, "ovsnap-registri 1\n", NULL, 1, "not an ovsnap registry" },
+	{ "future version", 1, "ovsnap-registry 2\n", NULL, 1, "unsupported registry version 2" },
+	{ "unknown key", 3, "fstype xfs\ncolour blue\n", NULL, 4, "unknown key 'colour'" },
+	{ "duplicate key", 5, "clone 1\nclone 0\n", NULL, 6, "duplicate key 'clone'" },
+	{ "key missing before snapshots", 5, NULL, NULL, 8,
+	  "snapshot before the header key 'clone'" },
+	{ "missing key", 0, NULL, "ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\n"
+	  "next-id 1\nactive 0\ndeactivated-ns 0\nend\n", 8, "missing key 'clone'" },
+	{ "bad bool", 5, "clone yes\n", NULL, 5, "clone must be 0 or 1" },
+	{ "bad number", 6, "next-id 7x\n", NULL, 6, "bad number '7x' for next-id" },
+	{ "negative number", 6, "next-id -7\n", NULL, 6, "bad number '-7'" },
+	{ "overflow", 6, "next-id 99999999999999999999\n", NULL, 6, "bad number" },
+	{ "relative source", 2, "source srv\n", NULL, 2, "source is not an absolute path" },
+	{ "bad escape", 2, "source /a\\x4\n", NULL, 2, "bad escape in the source path" },
+	{ "unescaped control byte", 2, "source /a\tb\n", NULL, 2, "bad escape" },
+	{ "duplicate id", 10, "snapshot 1 dup 1764669601000000000 frozen 1\n", NULL, 10,
+	  "duplicate snapshot id 1" },
+	{ "ids out of order", 9, "snapshot 5 - 1764669600123456789 frozen 0\n", NULL, 10,
+	  "snapshot id 4 out of order (after 5)" },
+	{ "id not below next-id", 11, "snapshot 7 x 1764669602000000001 active 0\n", NULL, 11,
+	  "snapshot id 7 is not below next-id 7" },
+	{ "duplicate name", 11, "snapshot 6 nightly.2026-12-02 1764669602000000001 active 0\n",
+	  NULL, 11, "duplicate snapshot name" },
+	{ "bad name", 11, "snapshot 6 ../x 1764669602000000001 active 0\n", NULL, 11,
+	  "bad snapshot name '../x'" },
+	{ "too few fields", 11, "snapshot 6 x 1764669602000000001 active\n", NULL, 11,
+	  "needs 5 fields" },
+	{ "too many fields", 11, "snapshot 6 x 1764669602000000001 active 0 9\n", NULL, 11,
+	  "needs 5 fields" },
+	{ "double space", 11, "snapshot 6  x 1764669602000000001 active 0\n", NULL, 11,
+	  "empty field" },
+	{ "bad state", 11, "snapshot 6 x 1764669602000000001 live 0\n", NULL, 11,
+	  "unknown snapshot state 'live'" },
+	{ "active not newest", 10, "snapshot 4 n 1764669601000000000 active 1\n", NULL, 11,
+	  "snapshot 4 is active but not the newest" },
+	{ "newest frozen", 11, "snapshot 6 x 1764669602000000001 frozen 0\n", NULL, 12,
+	  "newest snapshot 6 is not active" },
+	{ "bad hold", 11, "snapshot 6 x 1764669602000000001 active 2\n", NULL, 11,
+	  "hold must be 0 or 1" },
+	{ "header after snapshots", 11,
+	  "snapshot 6 x 1764669602000000001 active 0\nactive 0\n", NULL, 12,
+	  "'active' after the snapshots" },
+	{ "empty line", 4, "\n", NULL, 4, "empty line" },
+	{ "text after end", 0, NULL, "ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\n"
+	  "clone 0\nnext-id 1\nactive 0\ndeactivated-ns 0\nend\nend\n", 10,
+	  "text after the end line" },
+	{ "no end line", 12, NULL, NULL, 12, "truncated (no end line)" },
+	{ "no final newline", 0, NULL, "ovsnap-registry 1\nsource /a", 2,
+	  "truncated (no newline at the end)" },
+	{ "empty file", 0, NULL, "", 1, "empty file" },
+};
+
+static void test_corruptions(void)
+{
+	for (size_t i = 0; i < sizeof(corruptions) / sizeof(corruptions[0]); i++) {
+		const struct corruption *c = &corruptions[i];
+		char *text = c->lineno ? edit(c->lineno, c->with) : strdup(c->text);
+		char want[64];
+		struct ovs_registry reg;
+		int rc = ovs_registry_parse("/s/registry", text, strlen(text), &reg);
+
+		snprintf(want, sizeof(want), "registry /s/registry line %d: ", c->err_line);
+		CHECK(rc == -EUCLEAN, "%s: parsed (rc %d)", c->why, rc);
+		CHECK(strncmp(ovs_last_error(), want, strlen(want)) == 0 &&
+		      strstr(ovs_last_error(), c->err),
+		      "%s: message '%s', want '%s...%s'", c->why, ovs_last_error(), want, c->err);
+		CHECK(reg.source == NULL && reg.nsnaps == 0, "%s: left a half-parsed registry",
+		      c->why);
+		free(text);
+	}
+}
+
+/*
+ * A child rewrites the registry between two versions as fast as it can;
+ * SIGKILL at random instants must always leave one of them, complete.
+ */
+static void test_atomic_update_under_sigkill(void)
+{
+	char dir[] = "/tmp/ovsnap-registry-test.XXXXXX";
+	struct ovs_registry a, b;
+	char *ta, *tb;
+	size_t la, lb;
+	int dfd, rounds = 150;
+
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	CHECK(ovs_registry_parse("t", canonical, strlen(canonical), &a) == 0, "parse a");
+	CHECK(ovs_registry_copy(&b, &a) == 0, "copy");
+	b.nsnaps = 1;
+	b.snaps[0].state = OVS_SNAP_ACTIVE;
+	b.next_id = 123456;
+	ovs_registry_format(&a, &ta, &la);
+	ovs_registry_format(&b, &tb, &lb);
+	CHECK(ovs_registry_store(dfd, dir, &a) == 0, "first store: %s", ovs_last_error());
+
+	srand(time(NULL));
+	for (int r = 0; r < rounds; r++) {
+		pid_t pid = fork();
+		char *text;
+		size_t len;
+		struct ovs_registry got;
+
+		if (pid == 0) {
+			for (unsigned i = 0;; i++)
+				if (ovs_registry_store(dfd, dir, i % 2 ? &a : &b) < 0)
+					_exit(3);
+		}
+		usleep(rand() % 20000);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		CHECK(ovs_read_file_at(dfd, OVS_REGISTRY_FILE, &text, &len, 1 << 20) == 0,
+		      "round %d: registry unreadable", r);
+		CHECK((len == la && memcmp(text, ta, la) == 0) ||
+		      (len == lb && memcmp(text, tb, lb) == 0),
+		      "round %d: registry is neither version:\n%s", r, text);
+		CHECK(ovs_registry_parse("t", text, len, &got) == 0, "round %d: %s", r,
+		      ovs_last_error());
+		ovs_registry_clear(&got);
+		free(text);
+	}
+	close(dfd);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		CHECK(system(cmd) == 0, "cleanup");
+	}
+	free(ta);
+	free(tb);
+	ovs_registry_clear(&a);
+	ovs_registry_clear(&b);
+}
+
+int main(void)
+{
+	test_round_trip();
+	test_corruptions();
+	test_atomic_update_under_sigkill();
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("registry: all checks passed\n");
+	return 0;
+}
