@@ -330,6 +330,18 @@ static void statx_to_stat(const struct statx *x, struct stat *st)
 	st->st_ctim.tv_nsec = x->stx_ctime.tv_nsec;
 }
 
+/* See OVL_XATTR_ORIGIN: lets overlayfs hide whiteouts in this directory
+ * even once it is opaque. */
+static int mark_dir_copied_up(int dirfd, const char *path)
+{
+	int rc = ovs_lsetxattrat(dirfd, "", OVL_XATTR_ORIGIN, "", 0, 0);
+
+	if (rc < 0)
+		return ovs_err(-rc, "set %s on copy of %s: %s", OVL_XATTR_ORIGIN, path,
+			       strerror(-rc));
+	return 0;
+}
+
 /*
  * Owner, mode, xattrs, origin, then times last (anything before would
  * touch them).  chown comes before chmod because it clears suid/sgid;
@@ -369,6 +381,10 @@ static int copy_metadata(int sfd, const char *sname, const struct statx *stx, in
 int ovs_copy_root_metadata(int srcrootfd, int upperfd)
 {
 	struct statx stx;
+	int rc = mark_dir_copied_up(upperfd, "/");
+
+	if (rc < 0)
+		return rc;
 
 	if (statx(srcrootfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
 		  STATX_BASIC_STATS | STATX_BTIME, &stx) < 0)
@@ -441,6 +457,9 @@ static int build_dir(struct ovs_layer *l, int sdirfd, const char *name, bool opa
 		if (rc < 0)
 			goto out;
 	}
+	rc = mark_dir_copied_up(out, path);
+	if (rc < 0)
+		goto out;
 	rc = copy_metadata(in, "", stx, out, "", path);
 	if (rc < 0)
 		goto out;

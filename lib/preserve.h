@@ -21,6 +21,11 @@
 #define OVL_XATTR_PREFIX	"trusted.overlay."
 #define OVL_XATTR_OPAQUE	"trusted.overlay.opaque"
 #define OVL_XATTR_REDIRECT	"trusted.overlay.redirect"
+/* An empty origin means "copied up, origin unknown".  Every directory the
+ * engine makes carries one: overlayfs filters whiteouts out of a
+ * directory's listing only when it may hold any (a merge, or an origin), so
+ * an opaque directory without it would list its whiteouts as phantoms. */
+#define OVL_XATTR_ORIGIN	"trusted.overlay.origin"
 /* Escaped user xattr: trusted.overlay.X of a user file is stored as
  * trusted.overlay.overlay.X (kernel 6.7+ unescapes it). */
 #define OVL_XATTR_ESCAPE	"trusted.overlay.overlay."

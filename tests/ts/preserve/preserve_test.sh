@@ -1,0 +1,374 @@
+#!/bin/bash
+# The preservation engine against a stock kernel overlay as the oracle:
+# for each rule, record SRC, preserve, change SRC as the daemon would, and
+# check that a read-only overlay of UPPER:SRC still shows the recorded
+# state.  Runs every case on XFS (reflink), ext4 and btrfs.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+
+T=${OVSNAP_TOOLS:-$(dirname "$0")/../..}/unit/preserve-test
+[ -x "$T" ] || { echo "preserve-test not built: $T" >&2; exit 1; }
+
+# ---- helpers ----------------------------------------------------------------
+
+# new_case NAME: fresh SRC/UPPER/WORK for one case on the current fs
+new_case() {
+	CASE=$1
+	C=$OVS_MNT/$CASE
+	S=$C/src U=$C/upper W=$C/work
+	mkdir -p "$S"
+}
+
+# start_layer: the take (upper root gets SRC root's metadata), then the
+# "before" manifest of SRC
+start_layer() {
+	"$T" init "$S" "$U" "$W" || fail "$FS/$CASE: init layer"
+	BEFORE=$("$T" manifest "$S")
+}
+
+# pv OP PATH...: one preserve call, which must succeed
+pv() {
+	local op=$1
+	shift
+	"$T" "$op" "$S" "$U" "$W" "$@" ||
+		fail "$FS/$CASE: preserve $op $*"
+}
+
+# check_view: the overlay of UPPER:SRC shows exactly the "before" state
+check_view() {
+	local view=$C/view
+	local after
+
+	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
+	after=$("$T" manifest "$view")
+	assertEquals "$FS/$CASE: snapshot view equals the state before" "$BEFORE" "$after"
+	umount "$view"
+}
+
+# upper_state: what the upper holds (to prove that repeated calls and
+# calls on covered paths change nothing)
+upper_state() {
+	"$T" manifest "$U"
+}
+
+# ---- the cases ---------------------------------------------------------------
+
+case_modify() {
+	new_case modify
+	printf 'old content\n' >"$S/f"
+	mkdir "$S/d"; printf 'in d\n' >"$S/d/g"
+	start_layer
+	pv object f d/g
+	printf 'appended\n' >>"$S/f"
+	printf 'X' | dd of="$S/d/g" bs=1 seek=1 conv=notrunc status=none
+	check_view
+}
+
+case_truncate() {
+	new_case truncate
+	seq 1 1000 >"$S/f"
+	start_layer
+	pv object f
+	truncate -s 0 "$S/f"
+	check_view
+}
+
+case_metadata() {
+	new_case metadata
+	printf 'x\n' >"$S/f"
+	mkdir -p "$S/d/e"
+	chmod 4755 "$S/f"; chown 12:34 "$S/f"
+	touch -d '2001-02-03 04:05:06.123456789' "$S/f"
+	touch -a -d '2002-02-03 04:05:06.5' "$S/f"
+	chmod 2750 "$S/d/e"; chown 5:6 "$S/d/e"
+	touch -d '2003-01-01 00:00:00.25' "$S/d/e"
+	start_layer
+	pv object f d/e
+	chmod 600 "$S/f"; chown 1:1 "$S/f"; touch "$S/f"
+	chmod 700 "$S/d/e"; chown 0:0 "$S/d/e"; touch "$S/d/e"
+	# the root and its parents' times are preserved too (rule 7)
+	chmod 700 "$S"; touch "$S/d"
+	check_view
+}
+
+case_xattrs() {
+	new_case xattrs
+	printf 'x\n' >"$S/f"
+	mkdir "$S/d"
+	ln -s f "$S/l"
+	setfattr -n user.a -v one "$S/f"
+	setfattr -n trusted.b -v two "$S/f"
+	setfattr -n trusted.overlay.opaque -v y "$S/d"	# user data, not ours
+	setfattr -n trusted.overlay.foo -v bar "$S/f"
+	setfacl -m u:123:rw,g:45:r "$S/f"
+	setfacl -d -m u:7:rwx "$S/d"
+	setfattr -h -n trusted.sym -v s "$S/l"
+	printf 'y\n' >"$S/d/inside"
+	start_layer
+	pv object f d l
+	setfattr -x user.a "$S/f"
+	setfattr -n trusted.overlay.foo -v changed "$S/f"
+	setfacl -b "$S/f"
+	setfacl -k "$S/d"
+	setfattr -x trusted.overlay.opaque "$S/d"
+	setfattr -h -n trusted.sym -v changed "$S/l"
+	check_view
+	assertEquals "$FS/$CASE: user trusted.overlay.foo is stored escaped" "bar" \
+		"$(getfattr --only-values -n trusted.overlay.overlay.foo "$U/f" 2>/dev/null)"
+	assertNotNull "$FS/$CASE: origin identity recorded" \
+		"$(getfattr --only-values -n trusted.overlay.ovsnap.origin "$U/f" 2>/dev/null)"
+	assertNull "$FS/$CASE: the user's opaque xattr does not make the copy opaque" \
+		"$(getfattr --only-values -n trusted.overlay.opaque "$U/d" 2>/dev/null)"
+}
+
+case_create() {
+	new_case create
+	mkdir "$S/d"
+	start_layer
+	pv name new d/new2 d/newdir
+	printf 'born later\n' >"$S/new"
+	printf 'born later\n' >"$S/d/new2"
+	mkdir "$S/d/newdir"; printf 'z' >"$S/d/newdir/z"
+	check_view
+}
+
+case_unlink_recreate() {
+	new_case unlink_recreate
+	printf 'first\n' >"$S/f"
+	start_layer
+	pv object f
+	rm "$S/f"
+	pv name f
+	printf 'second, longer\n' >"$S/f"
+	check_view
+}
+
+case_rmdir_recreate() {
+	new_case rmdir_recreate
+	mkdir -p "$S/empty" "$S/d"
+	printf 'x\n' >"$S/d/x"
+	chmod 711 "$S/d"
+	start_layer
+	pv rmdir empty
+	rmdir "$S/empty"
+	pv name empty empty/new
+	mkdir "$S/empty"; touch "$S/empty/new"
+	# a directory emptied first, then removed and made again
+	pv object d/x
+	rm "$S/d/x"
+	pv rmdir d
+	rmdir "$S/d"
+	pv name d
+	mkdir "$S/d"; printf 'other\n' >"$S/d/y"
+	check_view
+}
+
+case_dir_rename() {
+	new_case dir_rename
+	mkdir -p "$S/d/sub/deeper" "$S/d/gone"
+	printf 'a\n' >"$S/d/a"
+	printf 'b\n' >"$S/d/sub/b"
+	printf 'c\n' >"$S/d/sub/deeper/c"
+	ln "$S/d/a" "$S/d/sub/a-link"
+	ln -s ../a "$S/d/sub/sym"
+	mkfifo "$S/d/fifo"
+	touch -d '2000-01-01' "$S/d/sub"
+	start_layer
+	# earlier changes inside the subtree: the upper's entries must win
+	pv object d/sub/b
+	printf 'b changed\n' >"$S/d/sub/b"
+	pv name d/born
+	printf 'born\n' >"$S/d/born"
+	pv rmdir d/gone
+	rmdir "$S/d/gone"
+	# the rename itself: subtree of the source, whiteout at the target
+	pv subtree d
+	pv name e
+	mv "$S/d" "$S/e"
+	printf 'after\n' >>"$S/e/a"
+	check_view
+	local a_ino l_ino
+	a_ino=$(stat -c %i "$U/d/a")
+	l_ino=$(stat -c %i "$U/d/sub/a-link")
+	assertEquals "$FS/$CASE: links inside the subtree stay linked" "$a_ino" "$l_ino"
+	assertEquals "$FS/$CASE: subtree directories are opaque" "y" \
+		"$(getfattr --only-values -n trusted.overlay.opaque "$U/d/sub/deeper" 2>/dev/null)"
+}
+
+case_file_rename() {
+	new_case file_rename
+	printf 'a\n' >"$S/a"
+	mkdir "$S/d"
+	start_layer
+	pv object a
+	pv name d/b
+	mv "$S/a" "$S/d/b"
+	check_view
+}
+
+case_rename_over() {
+	new_case rename_over
+	printf 'a\n' >"$S/a"
+	printf 'b\n' >"$S/b"
+	mkdir "$S/emptydir"
+	start_layer
+	pv object a
+	pv name b
+	mv "$S/a" "$S/b"
+	# rename over an empty directory is its rmdir
+	pv name emptydir
+	rmdir "$S/emptydir" && mv "$S/b" "$S/emptydir"
+	# c is born after the layer: it must not show
+	pv name c
+	printf 'c\n' >"$S/c"
+	check_view
+}
+
+case_hardlink() {
+	new_case hardlink
+	mkdir "$S/sub"
+	printf 'shared\n' >"$S/h1"
+	ln "$S/h1" "$S/sub/h2"
+	ln "$S/h1" "$S/h3"
+	start_layer
+	pv object h1
+	printf 'changed through h1\n' >>"$S/h1"
+	check_view
+	assertEquals "$FS/$CASE: both names linked in the upper" \
+		"$(stat -c %i "$U/h1")" "$(stat -c %i "$U/sub/h2")"
+}
+
+case_special() {
+	new_case special
+	ln -s some/target "$S/l"
+	mkfifo -m 640 "$S/p"
+	mknod -m 600 "$S/null" c 1 3
+	mknod -m 600 "$S/blk" b 7 200
+	start_layer
+	pv object l p null blk
+	rm "$S/l"; pv name l; ln -s other "$S/l"
+	chmod 666 "$S/p" "$S/null" "$S/blk"
+	check_view
+}
+
+case_sparse() {
+	new_case sparse
+	truncate -s 64M "$S/sp"
+	printf 'data at 1M' | dd of="$S/sp" bs=1 seek=$((1 << 20)) conv=notrunc status=none
+	printf 'data at 40M' | dd of="$S/sp" bs=1 seek=$((40 << 20)) conv=notrunc status=none
+	local blocks
+	blocks=$(stat -c %b "$S/sp")
+	start_layer
+	pv object sp
+	dd if=/dev/urandom of="$S/sp" bs=1M count=2 seek=8 conv=notrunc status=none
+	check_view
+	local ublocks
+	ublocks=$(stat -c %b "$U/sp")
+	assertTrue "$FS/$CASE: holes preserved ($ublocks blocks, source had $blocks)" \
+		"[ $ublocks -le $((blocks * 2 + 64)) ]"
+	# the first data is at 1 MiB (or its block), not at 0
+	local first
+	first=$(xfs_io -r -c 'seek -d 0' "$U/sp" | awk '/^DATA/ { print $2 }')
+	assertTrue "$FS/$CASE: SEEK_DATA finds the first data past 0 (at $first)" \
+		"[ -n '$first' ] && [ '$first' -gt 0 ]"
+}
+
+case_clone() {
+	new_case clone
+	dd if=/dev/urandom of="$S/big" bs=1M count=64 status=none
+	start_layer
+	local how
+	how=$("$T" cloned "$S" "$U" "$W" big)
+	case $FS in
+	xfs|btrfs) assertEquals "$FS/$CASE: 64 MiB copy-up is a clone" clone "$how" ;;
+	ext4) assertEquals "$FS/$CASE: ext4 falls back to a copy" copy "$how" ;;
+	esac
+	dd if=/dev/zero of="$S/big" bs=1M count=1 seek=10 conv=notrunc status=none
+	check_view
+}
+
+case_idempotent() {
+	new_case idempotent
+	mkdir -p "$S/d/sub" "$S/r"
+	printf 'x\n' >"$S/d/f"
+	ln "$S/d/f" "$S/d/sub/f2"
+	start_layer
+	pv object d/f
+	pv name d/new
+	pv rmdir r
+	pv subtree d
+	local first
+	first=$(upper_state)
+	pv object d/f
+	pv name d/new
+	pv rmdir r
+	pv subtree d
+	pv object d/sub/f2
+	assertEquals "$FS/$CASE: a second call changes nothing" "$first" "$(upper_state)"
+	# a leftover temp in work (crash) is harmless
+	printf 'junk' >"$W/#ovs.1.1"
+	pv object d/sub
+	rmdir "$S/r"
+	pv name moved
+	mv "$S/d" "$S/moved"
+	check_view
+}
+
+case_covered() {
+	new_case covered
+	mkdir -p "$S/gone" "$S/keep"
+	printf 'k\n' >"$S/keep/k"
+	start_layer
+	pv name w
+	mkdir "$S/w"; printf 'new\n' >"$S/w/x"	# born after: covered by the whiteout
+	pv rmdir gone
+	rmdir "$S/gone"; mkdir "$S/gone"; printf 'n\n' >"$S/gone/n"
+	local first
+	first=$(upper_state)
+	assertEquals "$FS/$CASE: coverage" "1 1 1 1 0 0" \
+		"$("$T" covered "$S" "$U" "$W" w w/x gone gone/n keep keep/k | tr '\n' ' ' | sed 's/ $//')"
+	pv object w/x gone/n
+	pv name w/y gone/m
+	pv subtree w
+	pv rmdir gone
+	assertEquals "$FS/$CASE: covered paths are not touched" "$first" "$(upper_state)"
+	check_view
+}
+
+run_cases() {
+	FS=$1
+	ovs_mkfs "$FS" 1G
+	case_modify
+	case_truncate
+	case_metadata
+	case_xattrs
+	case_create
+	case_unlink_recreate
+	case_rmdir_recreate
+	case_dir_rename
+	case_file_rename
+	case_rename_over
+	case_hardlink
+	case_special
+	case_sparse
+	case_clone
+	case_idempotent
+	case_covered
+}
+
+test_xfs() { run_cases xfs; }
+test_ext4() { run_cases ext4; }
+test_btrfs() { run_cases btrfs; }
+
+test_hlmap() {
+	ovs_mkfs xfs
+	local s=$OVS_MNT/hl
+	mkdir -p "$s/d" "$OVS_MNT/outside"
+	printf 'a\n' >"$s/a"; ln "$s/a" "$s/d/b"
+	printf 's\n' >"$s/single"
+	printf 'c\n' >"$s/d/c"; ln "$s/d/c" "$OVS_MNT/outside/c"
+	"$T" hlmap "$s"
+	assertEquals "hard link map keeps up with link, unlink and rename" 0 $?
+}
+
+. "$SHUNIT2"

@@ -1,0 +1,360 @@
+/*
+ * preserve-test: drive the preservation engine from shell tests, and print
+ * manifests of trees to compare a kernel overlay view with the state
+ * before a change.
+ *
+ *   preserve-test init SRC UPPER WORK           new layer, root metadata
+ *   preserve-test OP SRC UPPER WORK PATH...     OP: object name rmdir subtree
+ *                                               covered cloned
+ *   preserve-test manifest DIR                  one line per object
+ *   preserve-test hlmap SRC                     self-test of the link map
+ *
+ * OP builds the hard link map of SRC first, as the daemon does at setup.
+ * "covered" prints 1 or 0 per path; "cloned" preserves like "object" and
+ * prints "clone" or "copy".  Exit 0 on success, 1 with a message on error.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "libovsnap.h"
+#include "preserve.h"
+
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "preserve-test: %s: %s\n", what,
+		*ovs_last_error() ? ovs_last_error() : strerror(-rc));
+	return 1;
+}
+
+/* ---- manifest -------------------------------------------------------------- */
+
+struct obj {
+	char *path;
+	struct stat st;
+};
+
+static struct obj *objs;
+static size_t nobjs, capobjs;
+
+static void walk(int dirfd, const char *path)
+{
+	DIR *dir;
+	struct dirent *de;
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_NOATIME);
+
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		perror(path);
+		exit(1);
+	}
+	while ((de = readdir(dir))) {
+		char child[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			perror(child);
+			exit(1);
+		}
+		if (nobjs == capobjs) {
+			capobjs = capobjs ? capobjs * 2 : 256;
+			objs = realloc(objs, capobjs * sizeof(*objs));
+		}
+		objs[nobjs].path = strdup(child);
+		objs[nobjs++].st = st;
+		if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY |
+					 O_NOFOLLOW | O_NOATIME);
+
+			if (cfd < 0) {
+				perror(child);
+				exit(1);
+			}
+			walk(cfd, child);
+			close(cfd);
+		}
+	}
+	closedir(dir);
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct obj *)a)->path, ((const struct obj *)b)->path);
+}
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void print_content(int dirfd, const char *rel)
+{
+	uint64_t h = 1469598103934665603ULL;
+	char buf[65536];
+	ssize_t n;
+	int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_NOATIME);
+
+	if (fd < 0) {
+		perror(rel);
+		exit(1);
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+	close(fd);
+	printf(" data=%016llx", (unsigned long long)h);
+}
+
+static void print_xattrs(const char *abs)
+{
+	char list[65536], *names[1024], val[65536];
+	ssize_t len = llistxattr(abs, list, sizeof(list));
+	size_t n = 0, i;
+
+	if (len <= 0)
+		return;
+	for (char *p = list; p < list + len && n < 1024; p += strlen(p) + 1)
+		names[n++] = p;
+	qsort(names, n, sizeof(*names), by_str);
+	for (i = 0; i < n; i++) {
+		ssize_t vl = lgetxattr(abs, names[i], val, sizeof(val));
+
+		printf(" x:%s=", names[i]);
+		for (ssize_t j = 0; j < vl; j++)
+			printf("%02x", (unsigned char)val[j]);
+	}
+}
+
+static void print_time(const char *tag, const struct timespec *t)
+{
+	printf(" %s=%lld.%09ld", tag, (long long)t->tv_sec, t->tv_nsec);
+}
+
+/*
+ * Stat everything first (reads come later and use O_NOATIME anyway), then
+ * print sorted.  Hard links show as "link=<first name of the inode>".
+ * Directory sizes and link counts differ between a layer and the original
+ * by nature, so they are left out; so are inode numbers and ctimes.
+ */
+static int manifest(const char *root)
+{
+	int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOATIME);
+	struct stat rst;
+	size_t i, j;
+
+	if (rootfd < 0 || fstat(rootfd, &rst) < 0) {
+		perror(root);
+		return 1;
+	}
+	objs = NULL;
+	nobjs = capobjs = 0;
+	walk(rootfd, "");
+	qsort(objs, nobjs, sizeof(*objs), by_path);
+	printf("/ mode=%o owner=%u:%u", rst.st_mode, rst.st_uid, rst.st_gid);
+	print_time("mtime", &rst.st_mtim);
+	print_time("atime", &rst.st_atim);
+	print_xattrs(root);
+	printf("\n");
+	for (i = 0; i < nobjs; i++) {
+		struct stat *st = &objs[i].st;
+		char abs[PATH_MAX];
+
+		snprintf(abs, sizeof(abs), "%s%s", root, objs[i].path);
+		printf("%s mode=%o owner=%u:%u", objs[i].path, st->st_mode, st->st_uid,
+		       st->st_gid);
+		print_time("mtime", &st->st_mtim);
+		/* readlink itself touches a symlink's atime */
+		if (!S_ISLNK(st->st_mode))
+			print_time("atime", &st->st_atim);
+		if (!S_ISDIR(st->st_mode))
+			printf(" nlink=%lu", (unsigned long)st->st_nlink);
+		if (S_ISREG(st->st_mode)) {
+			printf(" size=%lld", (long long)st->st_size);
+			print_content(rootfd, objs[i].path + 1);
+		}
+		if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
+			printf(" rdev=%u:%u", major(st->st_rdev), minor(st->st_rdev));
+		if (S_ISLNK(st->st_mode)) {
+			char target[PATH_MAX];
+			ssize_t n = readlink(abs, target, sizeof(target) - 1);
+
+			target[n < 0 ? 0 : n] = '\0';
+			printf(" target=%s", target);
+		}
+		if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
+			for (j = 0; j < nobjs; j++)
+				if (objs[j].st.st_ino == st->st_ino &&
+				    objs[j].st.st_dev == st->st_dev)
+					break;
+			printf(" link=%s", objs[j].path);
+		}
+		print_xattrs(abs);
+		printf("\n");
+	}
+	close(rootfd);
+	return 0;
+}
+
+/* ---- the link map ------------------------------------------------------------ */
+
+static int expect_names(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+{
+	char **names;
+	size_t n;
+	int rc = ovs_hlmap_names(m, srcfd, path, &names, &n);
+
+	if (rc < 0)
+		return fail(path, rc);
+	if (n != want || strcmp(names[0], path)) {
+		fprintf(stderr, "preserve-test: %s: %zu names, want %zu:", path, n, want);
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr, " %s", names[i]);
+		fprintf(stderr, "\n");
+		ovs_hlmap_names_free(names, n);
+		return 1;
+	}
+	ovs_hlmap_names_free(names, n);
+	return 0;
+}
+
+/* SRC holds a (2 links: a, d/b), single, and d/c linked from outside. */
+static int hlmap_selftest(const char *src)
+{
+	struct ovs_hlmap *m;
+	struct stat st;
+	size_t outside;
+	int srcfd = open(src, O_RDONLY | O_DIRECTORY), rc;
+
+	if (srcfd < 0)
+		return fail(src, -errno);
+	rc = ovs_hlmap_build(srcfd, &m, &outside);
+	if (rc < 0)
+		return fail("build", rc);
+	if (outside != 1) {
+		fprintf(stderr, "preserve-test: outside links %zu, want 1\n", outside);
+		return 1;
+	}
+	if (expect_names(m, srcfd, "a", 2) || expect_names(m, srcfd, "d/b", 2) ||
+	    expect_names(m, srcfd, "single", 1))
+		return 1;
+	/* link a -> e */
+	if (linkat(srcfd, "a", srcfd, "e", 0) < 0 || ovs_hlmap_link(m, srcfd, "a", "e") < 0)
+		return fail("link", -errno);
+	if (expect_names(m, srcfd, "d/b", 3))
+		return 1;
+	/* link single -> single2: a new entry */
+	if (linkat(srcfd, "single", srcfd, "single2", 0) < 0 ||
+	    ovs_hlmap_link(m, srcfd, "single", "single2") < 0)
+		return fail("link single", -errno);
+	if (expect_names(m, srcfd, "single2", 2))
+		return 1;
+	/* rename the directory d -> D: d/b becomes D/b */
+	if (renameat(srcfd, "d", srcfd, "D") < 0 || ovs_hlmap_rename(m, "d", "D") < 0)
+		return fail("rename", -errno);
+	if (expect_names(m, srcfd, "D/b", 3))
+		return 1;
+	/* unlink e */
+	if (fstatat(srcfd, "e", &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, "e", 0) < 0 ||
+	    ovs_hlmap_unlink(m, srcfd, "e", &st) < 0)
+		return fail("unlink", -errno);
+	if (expect_names(m, srcfd, "a", 2))
+		return 1;
+	/* rename single2 over a: a loses its old inode's name */
+	if (renameat(srcfd, "single2", srcfd, "a") < 0 || ovs_hlmap_rename(m, "single2", "a") < 0)
+		return fail("rename over", -errno);
+	if (expect_names(m, srcfd, "a", 2) || expect_names(m, srcfd, "D/b", 1))
+		return 1;
+	ovs_hlmap_free(m);
+	close(srcfd);
+	return 0;
+}
+
+/* ---- driving the engine ----------------------------------------------------- */
+
+static int init_layer(const char *src, const char *upper, const char *work)
+{
+	int srcfd, upfd, rc;
+
+	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
+		return fail("mkdir", -errno);
+	srcfd = open(src, O_RDONLY | O_DIRECTORY);
+	upfd = open(upper, O_RDONLY | O_DIRECTORY);
+	if (srcfd < 0 || upfd < 0)
+		return fail(src, -errno);
+	rc = ovs_copy_root_metadata(srcfd, upfd);
+	if (rc < 0)
+		return fail("root metadata", rc);
+	close(upfd);
+	close(srcfd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ovs_layer *l;
+	struct ovs_hlmap *m;
+	const char *op;
+	size_t outside;
+	int srcfd, rc, i;
+
+	if (argc == 3 && !strcmp(argv[1], "manifest"))
+		return manifest(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "hlmap"))
+		return hlmap_selftest(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "init"))
+		return init_layer(argv[2], argv[3], argv[4]);
+	if (argc < 6) {
+		fprintf(stderr, "usage: preserve-test OP SRC UPPER WORK PATH...\n");
+		return 2;
+	}
+	op = argv[1];
+	srcfd = open(argv[2], O_RDONLY | O_DIRECTORY);
+	if (srcfd < 0)
+		return fail(argv[2], -errno);
+	rc = ovs_layer_open(argv[3], argv[4], srcfd,
+			    getenv("OVS_TEST_NOSYNC") ? OVS_LAYER_NOSYNC : 0, &l);
+	if (rc < 0)
+		return fail("open layer", rc);
+	rc = ovs_hlmap_build(srcfd, &m, &outside);
+	if (rc < 0)
+		return fail("hard link map", rc);
+	for (i = 5; i < argc; i++) {
+		const char *p = argv[i];
+
+		if (!strcmp(op, "object") || !strcmp(op, "cloned"))
+			rc = ovs_preserve_object(l, m, p);
+		else if (!strcmp(op, "name"))
+			rc = ovs_preserve_name(l, m, p);
+		else if (!strcmp(op, "rmdir"))
+			rc = ovs_preserve_rmdir(l, p);
+		else if (!strcmp(op, "subtree"))
+			rc = ovs_preserve_subtree(l, m, p);
+		else if (!strcmp(op, "covered"))
+			rc = ovs_covered(l, p);
+		else {
+			fprintf(stderr, "preserve-test: unknown operation %s\n", op);
+			return 2;
+		}
+		if (rc < 0)
+			return fail(p, rc);
+		if (!strcmp(op, "covered"))
+			printf("%d\n", rc);
+		if (!strcmp(op, "cloned"))
+			printf("%s\n", ovs_layer_cloned(l) ? "clone" : "copy");
+	}
+	ovs_hlmap_free(m);
+	ovs_layer_close(l);
+	close(srcfd);
+	return 0;
+}
