@@ -275,7 +275,7 @@ int cmd_list(int argc, const char **argv)
 	if (!pc)
 		return status;
 	args = ovs_popt_args(pc, "list", 0, 1, &nargs, &status);
-	if (args)
+	if (status == EXIT_OK)
 		status = nargs ? list_snapshots(args[0]) : list_volumes();
 	poptFreeContext(pc);
 	return status;
