@@ -1,0 +1,1020 @@
+/*
+ * ovsnap fsck in the library: every check of ovsnap-fsck(8), each finding
+ * handed to the caller's callback after its repair was tried.
+ *
+ * Repairs come in two levels: PREEN ones lose nothing (leftovers, stray
+ * layer directories, xattrs the kernel ignores anyway); REPAIR_ALL ones give
+ * something up to make the volume usable again (unregistering a lost
+ * snapshot).  A repair marked "quiet" needs the preservation engine stopped:
+ * while the snapshot mount runs, its daemon writes into the layers without
+ * taking the volume lock.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libmount.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+#include "preserve.h"
+#include "merge.h"
+#include "fsck.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+
+/* overlayfs' own subdirectories of a work dir, and the engine's shared
+ * whiteout (lib/copyup.c); anything else in a work dir is a leftover. */
+#define OVL_WORK_WORK		"work"
+#define OVL_WORK_INDEX		"index"
+#define OVS_WHITEOUT_BASE	"wh-base"
+#define VIEW_FSNAME_PREFIX	"ovsnap-view:"
+
+struct fsck {
+	const struct ovs_fsck_opts *o;
+	struct ovs_fsck_summary *sum;
+	struct ovs_volume *v;
+	const char *src;
+	bool registry_ok;
+	bool engine_running;	/* a live daemon writes the newest layer */
+	bool unprotected;	/* the mount is dead or missing while active */
+	bool intent_pending;	/* an interrupted operation is still recorded */
+	int treefd;		/* detached clone of SRC's filesystem, or -1 */
+	int srcfd;		/* SRC's real directory (below our mount), or -1 */
+	char snaps_desc[160];	/* "snapshots 1, 3 and 4" */
+};
+
+/* ---- findings ------------------------------------------------------------ */
+
+enum fix_level { FIX_PREEN = OVS_FSCK_PREEN, FIX_ALL = OVS_FSCK_REPAIR_ALL };
+
+struct fix {
+	enum fix_level level;
+	bool quiet;		/* needs the engine stopped */
+	const char *done;	/* "removed" */
+	const char *does;	/* "removes it" */
+	int rc;			/* 1 not tried, 0 done, -errno failed */
+};
+
+#define FIX(lvl, q, dn, ds) { .level = (lvl), .quiet = (q), .done = (dn), .does = (ds), .rc = 1 }
+
+/* Whether the repair may run in this mode and state. */
+static bool fix_go(struct fsck *ck, const struct fix *fx)
+{
+	if ((int)ck->o->repair < (int)fx->level)
+		return false;
+	return !(fx->quiet && ck->engine_running);
+}
+
+static void finding(struct fsck *ck, enum ovs_fsck_severity sev, const uint64_t *snap,
+		    const char *path, const char *check, const struct fix *fx,
+		    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void finding(struct fsck *ck, enum ovs_fsck_severity sev, const uint64_t *snap,
+		    const char *path, const char *check, const struct fix *fx,
+		    const char *fmt, ...)
+{
+	struct ovs_fsck_finding f = {
+		.severity = sev, .path = path, .check = check,
+		.repairable = fx != NULL, .repaired = fx && fx->rc == 0,
+	};
+	char msg[2048];
+	size_t n;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	n = strlen(msg);
+	if (fx && fx->rc == 0)
+		snprintf(msg + n, sizeof(msg) - n, ": %s", fx->done);
+	else if (fx && fx->rc < 0)
+		snprintf(msg + n, sizeof(msg) - n, ": repair failed: %s", ovs_last_error());
+	else if (fx && (int)ck->o->repair < (int)fx->level)
+		snprintf(msg + n, sizeof(msg) - n, ": not repaired (fsck %s %s)",
+			 fx->level == FIX_PREEN ? "-p" : "-y", fx->does);
+	else if (fx)
+		snprintf(msg + n, sizeof(msg) - n, ": not repaired while the snapshot mount "
+			 "runs (run 'ovsnap deactivate %s' first)", ck->src);
+	f.message = msg;
+	if (snap) {
+		f.has_snapshot = true;
+		f.snapshot = *snap;
+	}
+	if (sev == OVS_FSCK_ERROR) {
+		ck->sum->errors++;
+		if (f.repaired)
+			ck->sum->repaired++;
+	} else {
+		ck->sum->warnings++;
+	}
+	if (ck->o->report)
+		ck->o->report(&f, ck->o->data);
+}
+
+static void format_time(int64_t ns, char *buf, size_t len)
+{
+	ovs_format_time_local(ns, buf, len);
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* "snapshot 3", "snapshots 1 and 3", "snapshots 1, 3 and 4", "all 12 snapshots" */
+static void describe_snapshots(struct fsck *ck)
+{
+	size_t n = ovs_snapshot_count(ck->v), len = 0;
+	char *b = ck->snaps_desc;
+	size_t sz = sizeof(ck->snaps_desc);
+
+	if (n > 8) {
+		snprintf(b, sz, "all %zu snapshots", n);
+		return;
+	}
+	len = snprintf(b, sz, "snapshot%s", n == 1 ? "" : "s");
+	for (size_t i = 0; i < n && len < sz; i++)
+		len += snprintf(b + len, sz - len, "%s%" PRIu64,
+				i == 0 ? " " : i == n - 1 ? " and " : ", ",
+				ovs_snapshot_at(ck->v, i)->id);
+}
+
+/* ---- walking a tree ---------------------------------------------------------- */
+
+typedef void (*walk_fn)(struct fsck *ck, void *ctx, int dirfd, const char *name,
+			const char *path, const struct stat *st);
+
+/*
+ * Call fn for dirfd itself (name "", path "") and everything below it,
+ * without following symlinks or crossing into another filesystem.
+ */
+static void walk_dir(struct fsck *ck, void *ctx, int dirfd, const char *path, dev_t dev,
+		     walk_fn fn, const char *what)
+{
+	struct dirent *d;
+	DIR *dir;
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		finding(ck, OVS_FSCK_WARNING, NULL, path, "walk", NULL,
+			"%s: cannot read the directory: %m", what);
+		return;
+	}
+	rewinddir(dir);
+	while ((d = readdir(dir))) {
+		char child[PATH_MAX];
+		struct stat st;
+
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", path, *path ? "/" : "",
+				     d->d_name) >= sizeof(child))
+			continue;
+		if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;	/* raced with a removal */
+		fn(ck, ctx, fd, d->d_name, child, &st);
+		if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+			int sub = openat(fd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					 O_CLOEXEC);
+
+			if (sub >= 0) {
+				walk_dir(ck, ctx, sub, child, dev, fn, what);
+				close(sub);
+			}
+		}
+	}
+	closedir(dir);
+}
+
+static void walk_tree(struct fsck *ck, void *ctx, int rootfd, walk_fn fn, const char *what)
+{
+	struct stat st;
+
+	if (fstat(rootfd, &st) < 0)
+		return;
+	fn(ck, ctx, rootfd, "", "", &st);
+	walk_dir(ck, ctx, rootfd, "", st.st_dev, fn, what);
+}
+
+/* The names of the xattrs of dirfd/name into buf; <0 if none readable. */
+static ssize_t list_xattrs(int dirfd, const char *name, char *buf, size_t len)
+{
+	ssize_t n = ovs_llistxattrat(dirfd, name, buf, len);
+
+	return n == -ENOTSUP ? 0 : n;
+}
+
+/*
+ * Whether path is covered in a layer (DESIGN.md section 2): 0 not covered,
+ * 1 an entry at path, 2 covered wholesale (an ancestor that is a whiteout,
+ * a non-directory or opaque, or path itself an opaque directory).
+ *
+ * A read-only twin of ovs_covered(): that one needs an open ovs_layer,
+ * which prepares the layer for writing, and fsck -n writes nothing.
+ */
+static int layer_covers(int upperfd, const char *path)
+{
+	char prefix[PATH_MAX];
+	struct stat st;
+	const char *p = path;
+
+	if (!*path)
+		return ovl_is_opaque_at(upperfd, "") == 1 ? 2 : 1;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - path) : strlen(path);
+
+		if (n >= sizeof(prefix))
+			return 0;
+		memcpy(prefix, path, n);
+		prefix[n] = '\0';
+		if (fstatat(upperfd, prefix, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return 0;
+		if (!slash)
+			return S_ISDIR(st.st_mode) && ovl_is_opaque_at(upperfd, prefix) == 1 ? 2 : 1;
+		if (!S_ISDIR(st.st_mode) || ovl_is_opaque_at(upperfd, prefix) == 1)
+			return 2;
+		p = slash + 1;
+	}
+}
+
+/* ---- the volume, its lock and its registry --------------------------------- */
+
+/* A volume whose registry or store is broken may not open; the index still
+ * lists it, with the problem noted. */
+static int open_volume(const char *src, struct ovs_volume **out)
+{
+	struct ovs_volume **vols;
+	char saved[1024];
+	size_t n;
+	int rc;
+
+	rc = ovs_volume_open(src, out);
+	if (rc == 0 || rc == -ENOENT)
+		return rc;
+	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
+	if (ovs_volume_list(&vols, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(ovs_volume_source(vols[i]), src) == 0) {
+				*out = ovs_volume_ref(vols[i]);
+				ovs_volume_list_free(vols, n);
+				return 0;
+			}
+		}
+		ovs_volume_list_free(vols, n);
+	}
+	return ovs_err(-rc, "%s", saved);
+}
+
+static void check_registry(struct fsck *ck)
+{
+	int rc = ovs_registry_load(ck->v);
+
+	if (rc == 0) {
+		ck->registry_ok = true;
+		describe_snapshots(ck);
+		return;
+	}
+	/* The registry is the only record of which layer belongs to which
+	 * snapshot in which order; nothing else holds a copy of it. */
+	finding(ck, OVS_FSCK_ERROR, NULL, OVS_REGISTRY_FILE, "registry", NULL,
+		"%s: no backup of the registry exists, so fsck cannot restore it; the "
+		"layers in %s/%s are untouched: repair the file by hand (ovsnap-store(5))",
+		ovs_last_error(), ovs_volume_store(ck->v), OVS_LAYERS_DIR);
+}
+
+/* ---- the mounts ------------------------------------------------------------- */
+
+static struct libmnt_table *mount_table(void)
+{
+	struct libmnt_table *tb = mnt_new_table();
+
+	if (tb && mnt_table_parse_mtab(tb, NULL) < 0) {
+		mnt_unref_table(tb);
+		tb = NULL;
+	}
+	return tb;
+}
+
+/* Is ovsnap's FUSE mount over SRC, and does it answer? */
+static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
+{
+	struct libmnt_fs *fs = NULL;
+	struct stat st;
+	bool mounted = false;
+
+	if (tb && (fs = mnt_table_find_target(tb, ck->src, MNT_ITER_BACKWARD)))
+		mounted = mnt_fs_get_fstype(fs) &&
+			  strcmp(mnt_fs_get_fstype(fs), OVS_FUSE_FSTYPE) == 0;
+	if (mounted && stat(ck->src, &st) < 0 && errno == ENOTCONN) {
+		ck->unprotected = true;
+		finding(ck, OVS_FSCK_ERROR, NULL, ck->src, "daemon", NULL,
+			"the snapshot mount does not answer (ENOTCONN): its daemon died; "
+			"fsck does not start daemons: run 'ovsnap activate %s'", ck->src);
+		return;
+	}
+	if (mounted) {
+		ck->engine_running = true;
+		if (ck->registry_ok && !ovs_volume_active(ck->v))
+			finding(ck, OVS_FSCK_WARNING, NULL, ck->src, "daemon", NULL,
+				"a snapshot mount covers SRC but the registry says the volume "
+				"is deactivated");
+		return;
+	}
+	if (ck->registry_ok && ovs_volume_active(ck->v)) {
+		ck->unprotected = true;
+		finding(ck, OVS_FSCK_ERROR, NULL, ck->src, "daemon", NULL,
+			"the volume is active but no snapshot mount covers SRC, so changes "
+			"are not preserved: run 'ovsnap activate %s'", ck->src);
+	}
+}
+
+static int umount_lazy(const char *target)
+{
+	struct libmnt_context *cxt = mnt_new_context();
+	int rc;
+
+	if (!cxt)
+		return ovs_err(ENOMEM, "out of memory");
+	mnt_context_set_target(cxt, target);
+	mnt_context_enable_lazy(cxt, 1);
+	rc = mnt_context_umount(cxt);
+	if (rc != 0) {
+		char msg[256] = "";
+
+		mnt_context_get_excode(cxt, rc, msg, sizeof(msg));
+		mnt_free_context(cxt);
+		return ovs_err(EIO, "cannot unmount %s: %s", target, *msg ? msg : "unknown error");
+	}
+	mnt_free_context(cxt);
+	return 0;
+}
+
+static bool registered(struct fsck *ck, uint64_t id)
+{
+	for (size_t i = 0; i < ovs_snapshot_count(ck->v); i++)
+		if (ovs_snapshot_at(ck->v, i)->id == id)
+			return true;
+	return false;
+}
+
+/* Views are mounted with the fsname "ovsnap-view:<SRC>:<id>". */
+static void check_views(struct fsck *ck, struct libmnt_table *tb)
+{
+	struct libmnt_iter *itr;
+	struct libmnt_fs *fs;
+	char prefix[PATH_MAX + 32];
+	size_t plen;
+
+	if (!tb || !ck->registry_ok || !(itr = mnt_new_iter(MNT_ITER_BACKWARD)))
+		return;
+	plen = snprintf(prefix, sizeof(prefix), VIEW_FSNAME_PREFIX "%s:", ck->src);
+	while (mnt_table_next_fs(tb, itr, &fs) == 0) {
+		const char *source = mnt_fs_get_source(fs), *target = mnt_fs_get_target(fs);
+		struct fix fx = FIX(FIX_PREEN, false, "unmounted", "unmounts it");
+		uint64_t id;
+
+		if (!source || !target || strncmp(source, prefix, plen) != 0 ||
+		    ovs_parse_u64(source + plen, &id) < 0 || registered(ck, id))
+			continue;
+		if (fix_go(ck, &fx))
+			fx.rc = umount_lazy(target);
+		finding(ck, OVS_FSCK_ERROR, &id, target, "view", &fx,
+			"view of snapshot %" PRIu64 ", which no longer exists", id);
+	}
+	mnt_free_iter(itr);
+}
+
+/*
+ * SRC's real directory.  While ovsnap's mount covers SRC (alive or dead),
+ * clone the mount below it without its submounts (open_tree): in the clone,
+ * SRC's path leads to the real directory.
+ */
+static void open_real_src(struct fsck *ck, struct libmnt_table *tb)
+{
+	struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, ck->src, MNT_ITER_BACKWARD) : NULL;
+	struct ovs_mountinfo mi;
+	const char *rel;
+
+	if (!fs || !mnt_fs_get_fstype(fs) || strcmp(mnt_fs_get_fstype(fs), OVS_FUSE_FSTYPE)) {
+		ck->srcfd = open(ck->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		goto out;
+	}
+	if (ovs_mount_find(ck->src, &mi) < 0)
+		goto out;
+	if (strcmp(mi.target, ck->src) == 0) {
+		/* SRC is the root of its filesystem: nothing above it to
+		 * clone; the live view is all there is */
+		ovs_mountinfo_clear(&mi);
+		if (ck->engine_running)
+			ck->srcfd = open(ck->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		goto out;
+	}
+	ck->treefd = syscall(SYS_open_tree, AT_FDCWD, mi.target,
+			     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	rel = ck->src + strlen(mi.target);
+	while (*rel == '/')
+		rel++;
+	if (ck->treefd >= 0)
+		ck->srcfd = openat(ck->treefd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				   O_CLOEXEC);
+	ovs_mountinfo_clear(&mi);
+out:
+	if (ck->srcfd < 0)
+		finding(ck, OVS_FSCK_WARNING, NULL, ck->src, "walk", NULL,
+			"cannot reach the real directory below the snapshot mount (%m): "
+			"the checks of SRC's content were skipped");
+}
+
+/* ---- interrupted operations ------------------------------------------------ */
+
+static void check_intent(struct fsck *ck)
+{
+	struct fix fx = FIX(FIX_PREEN, false, "finished", "finishes it");
+	char text[1024];
+	int rc = ovs_intent_read(ck->v, text, sizeof(text));
+
+	if (rc < 0) {
+		ck->intent_pending = true;
+		finding(ck, OVS_FSCK_ERROR, NULL, OVS_INTENT_FILE, "intent", NULL,
+			"%s: remove it by hand once you know no operation is running",
+			ovs_last_error());
+		return;
+	}
+	if (!text[0])
+		return;
+	if (strncmp(text, "merge ", 6) != 0 && strncmp(text, "drop ", 5) != 0) {
+		/* no recovery for it here: the command that wrote it
+		 * finishes it the next time it runs */
+		ck->intent_pending = true;
+		finding(ck, OVS_FSCK_ERROR, NULL, OVS_INTENT_FILE, "intent", NULL,
+			"interrupted operation '%s': fsck cannot finish or roll it back; "
+			"leave the store as it is", text);
+		return;
+	}
+	/* Finishing it is what the next merge or drop would do first: the
+	 * intent is written before the first change and every step is
+	 * idempotent (lib/merge.c). */
+	if (fix_go(ck, &fx)) {
+		rc = ovs_recover(ck->v);
+		fx.rc = rc < 0 ? rc : 0;
+		if (rc >= 0 && ovs_registry_load(ck->v) < 0)
+			ck->registry_ok = false;
+		else if (rc >= 0)
+			describe_snapshots(ck);
+	}
+	if (fx.rc != 0)
+		ck->intent_pending = true;
+	finding(ck, OVS_FSCK_ERROR, NULL, OVS_INTENT_FILE, "intent", &fx,
+		"interrupted operation '%s'", text);
+}
+
+/* ---- the registry against the store ------------------------------------------ */
+
+static void check_layer_dirs(struct fsck *ck)
+{
+	const struct ovs_volume *v = ck->v;
+	size_t n = ovs_snapshot_count(v);
+	uint64_t *ids = calloc(n + 1, sizeof(*ids));
+	int layersfd;
+
+	if (!ids)
+		return;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = ovs_snapshot_at(v, i)->id;
+	layersfd = openat(ovs_volume_dirfd(v), OVS_LAYERS_DIR,
+			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	for (size_t i = 0; i < n; i++) {
+		char name[32], path[64], older[128] = "";
+		struct stat st;
+		bool upper_ok, work_ok;
+		size_t len = 0;
+
+		snprintf(name, sizeof(name), "%" PRIu64 "/upper", ids[i]);
+		upper_ok = layersfd >= 0 && fstatat(layersfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			   S_ISDIR(st.st_mode);
+		snprintf(name, sizeof(name), "%" PRIu64 "/work", ids[i]);
+		work_ok = layersfd >= 0 && fstatat(layersfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			  S_ISDIR(st.st_mode);
+		if (upper_ok && work_ok)
+			continue;
+		if (upper_ok) {
+			struct fix fx = FIX(FIX_PREEN, false, "recreated", "recreates it");
+
+			if (fix_go(ck, &fx)) {
+				fx.rc = 0;
+				if (mkdirat(layersfd, name, 0700) < 0)
+					fx.rc = ovs_err(errno, "mkdir %s: %m", name);
+				else if (fsync(layersfd) < 0)
+					fx.rc = ovs_err(errno, "fsync: %m");
+			}
+			snprintf(path, sizeof(path), "%s/%s", OVS_LAYERS_DIR, name);
+			finding(ck, OVS_FSCK_ERROR, &ids[i], path, "layer-missing", &fx,
+				"work directory missing (the snapshot itself is intact)");
+			continue;
+		}
+		/* The layer held what this snapshot preserved; older snapshots
+		 * see SRC through it, so they lose it too. */
+		for (size_t j = 0; j < i && len < sizeof(older); j++)
+			len += snprintf(older + len, sizeof(older) - len, "%s%" PRIu64,
+					j ? " " : "", ids[j]);
+		snprintf(path, sizeof(path), "%s/%" PRIu64 "/upper", OVS_LAYERS_DIR, ids[i]);
+		{
+			struct fix fx = FIX(FIX_ALL, true, "unregistered it",
+					    "unregisters it");
+
+			if (fix_go(ck, &fx))
+				fx.rc = ovs_registry_remove_snapshot(ck->v, ids[i]);
+			finding(ck, OVS_FSCK_ERROR, &ids[i], path, "layer-missing", &fx,
+				"missing: snapshot %" PRIu64 " is lost%s%s%s", ids[i],
+				i ? " and the views of the older snapshots (" : "", older,
+				i ? ") miss what it preserved" : "");
+		}
+	}
+	free(ids);
+
+	/* Layer directories the registry does not name: a take that died
+	 * before registering, a drop that died after unregistering. */
+	if (layersfd >= 0 && !ck->intent_pending) {
+		DIR *dir = fdopendir(layersfd);
+		struct dirent *d;
+
+		if (!dir) {
+			close(layersfd);
+			return;
+		}
+		while ((d = readdir(dir))) {
+			char path[PATH_MAX];
+			uint64_t id;
+
+			if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", OVS_LAYERS_DIR, d->d_name);
+			if (ovs_parse_u64(d->d_name, &id) == 0) {
+				struct fix fx = FIX(FIX_PREEN, false, "removed", "removes it");
+
+				if (registered(ck, id))
+					continue;
+				if (fix_go(ck, &fx))
+					fx.rc = ovs_layer_remove(ck->v, id);
+				finding(ck, OVS_FSCK_ERROR, NULL, path, "layer-extra", &fx,
+					"layer directory not in the registry (left over by an "
+					"interrupted take or drop)");
+			} else {
+				struct fix fx = FIX(FIX_ALL, false, "removed", "removes it");
+
+				if (fix_go(ck, &fx)) {
+					fx.rc = ovs_remove_tree_at(dirfd(dir), d->d_name);
+					if (fx.rc == 0 && fsync(dirfd(dir)) < 0)
+						fx.rc = ovs_err(errno, "fsync: %m");
+				}
+				finding(ck, OVS_FSCK_ERROR, NULL, path, "layer-extra", &fx,
+					"not a layer of ovsnap's");
+			}
+		}
+		closedir(dir);
+	} else if (layersfd >= 0) {
+		close(layersfd);
+	}
+}
+
+/* ---- leftovers in work directories ----------------------------------------- */
+
+static void check_work(struct fsck *ck, uint64_t id, int workfd)
+{
+	DIR *dir;
+	struct dirent *d;
+	int fd = fcntl(workfd, F_DUPFD_CLOEXEC, 3);
+	struct stat st;
+
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((d = readdir(dir))) {
+		char path[PATH_MAX];
+
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		snprintf(path, sizeof(path), "work/%s", d->d_name);
+		if (strcmp(d->d_name, OVL_WORK_INDEX) == 0 && S_ISDIR(st.st_mode))
+			continue;
+		if (strcmp(d->d_name, OVL_WORK_WORK) == 0 && S_ISDIR(st.st_mode)) {
+			/* overlayfs leaves work/incompat/volatile behind after a
+			 * volatile mount and refuses the work dir until it goes */
+			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
+
+			if (fstatat(fd, OVL_WORK_WORK "/incompat/volatile", &st,
+				    AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			if (fix_go(ck, &fx)) {
+				int inc = openat(fd, OVL_WORK_WORK "/incompat",
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+				fx.rc = inc < 0 ? ovs_err(errno, "open work/incompat: %m")
+						: ovs_remove_tree_at(inc, "volatile");
+				if (inc >= 0)
+					close(inc);
+			}
+			finding(ck, OVS_FSCK_ERROR, &id, "work/" OVL_WORK_WORK "/incompat/volatile",
+				"volatile", &fx, "stale volatile marker of an overlay mount");
+			continue;
+		}
+		if (strcmp(d->d_name, OVS_WHITEOUT_BASE) == 0 && ovl_is_whiteout(&st))
+			continue;
+		{
+			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
+
+			if (fix_go(ck, &fx)) {
+				fx.rc = ovs_remove_tree_at(fd, d->d_name);
+				if (fx.rc == 0 && fsync(fd) < 0)
+					fx.rc = ovs_err(errno, "fsync: %m");
+			}
+			if (strcmp(d->d_name, OVS_WHITEOUT_BASE) == 0)
+				finding(ck, OVS_FSCK_ERROR, &id, path, "work-leftover", &fx,
+					"the shared whiteout is not a 0/0 character device "
+					"(the engine makes a new one)");
+			else
+				finding(ck, OVS_FSCK_ERROR, &id, path, "work-leftover", &fx,
+					"leftover of an unfinished copy-up");
+		}
+	}
+	closedir(dir);
+}
+
+/* ---- the layer format ---------------------------------------------------- */
+
+struct layer_ctx {
+	uint64_t id;
+	bool frozen;
+	int64_t frozen_ns;	/* creation of the next snapshot */
+	int upperfd;
+	const int *lowerfds;	/* newer layers, then SRC (-1 = unavailable) */
+	size_t nlower;
+};
+
+static bool redirect_target_exists(const struct layer_ctx *lc, const char *path,
+				   const char *target)
+{
+	char full[PATH_MAX * 2];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (target[0] == '/')
+		snprintf(full, sizeof(full), "%s", target + 1);
+	else if (slash)
+		snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path, target);
+	else
+		snprintf(full, sizeof(full), "%s", target);
+	for (size_t i = 0; i < lc->nlower; i++)
+		if (lc->lowerfds[i] >= 0 &&
+		    fstatat(lc->lowerfds[i], *full ? full : ".", &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return true;
+	return false;
+}
+
+static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
+			       const char *name, const char *path, const char *upath,
+			       const struct stat *st)
+{
+	char names[65536], val[PATH_MAX];
+	ssize_t n = list_xattrs(dirfd, name, names, sizeof(names));
+
+	for (char *a = names; n > 0 && a < names + n; a += strlen(a) + 1) {
+		ssize_t vlen;
+
+		if (strcmp(a, OVL_XATTR_OPAQUE) == 0) {
+			/* the kernel reads only "y" and "x", and only on
+			 * directories: dropping anything else changes no view */
+			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
+
+			vlen = ovs_lgetxattrat(dirfd, name, a, val, sizeof(val) - 1);
+			if (vlen < 0)
+				continue;
+			val[vlen] = '\0';
+			if (S_ISDIR(st->st_mode) && vlen == 1 && (val[0] == 'y' || val[0] == 'x'))
+				continue;
+			if (fix_go(ck, &fx)) {
+				fx.rc = ovs_lremovexattrat(dirfd, name, a);
+				if (fx.rc < 0)
+					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
+			}
+			if (!S_ISDIR(st->st_mode))
+				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
+					"opaque xattr on a non-directory");
+			else
+				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
+					"opaque xattr with the value '%.*s' (overlayfs knows only "
+					"'y' and 'x')", 32, val);
+		} else if (strcmp(a, OVL_XATTR_REDIRECT) == 0) {
+			struct fix fx = FIX(FIX_ALL, true, "removed (the directory now merges "
+					    "with the one at its own path below)", "removes it");
+			bool exists;
+
+			vlen = ovs_lgetxattrat(dirfd, name, a, val, sizeof(val) - 1);
+			if (vlen < 0)
+				continue;
+			val[vlen] = '\0';
+			exists = redirect_target_exists(lc, path, val);
+			if (fix_go(ck, &fx)) {
+				fx.rc = ovs_lremovexattrat(dirfd, name, a);
+				if (fx.rc < 0)
+					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
+			}
+			finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
+				"redirect to '%s'%s (ovsnap never writes redirects)", val,
+				exists ? "" : ", which points to nothing");
+		} else if (strncmp(a, "user.overlay.", 13) == 0) {
+			/* In a trusted.overlay layer the kernel ignores these; a
+			 * user may have set them on a file, so it is their data */
+			finding(ck, OVS_FSCK_WARNING, &lc->id, upath, "layer-format", NULL,
+				"xattr %s of the user.overlay namespace in a layer of the "
+				"trusted.overlay namespace (overlayfs ignores it; keep it if "
+				"the file's owner set it)", a);
+		}
+	}
+}
+
+static void check_layer_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
+			      const char *path, const struct stat *st)
+{
+	struct layer_ctx *lc = ctx;
+	char upath[PATH_MAX + 8];
+	int64_t ctime_ns = ts_ns(&st->st_ctim), mtime_ns = ts_ns(&st->st_mtim);
+
+	snprintf(upath, sizeof(upath), "upper%s%s", *path ? "/" : "", path);
+	check_layer_xattrs(ck, lc, dirfd, name, path, upath, st);
+	/*
+	 * A frozen layer changes only by merge, and a merge moves entries
+	 * by rename, which sets their ctime but keeps their mtime (the
+	 * object's own, from before the copy-up).  So a reliable sign of a
+	 * change after the freeze is both times after it; chmod, chown and
+	 * xattr changes alone (ctime only) cannot be told from a merge.
+	 */
+	if (lc->frozen && ctime_ns > lc->frozen_ns && mtime_ns > lc->frozen_ns) {
+		char when[64], frozen[64];
+
+		format_time(mtime_ns, when, sizeof(when));
+		format_time(lc->frozen_ns, frozen, sizeof(frozen));
+		finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "frozen-change", NULL,
+			"changed at %s, after the layer was frozen at %s: snapshot %" PRIu64
+			" (and the older ones) may not show the past here", when, frozen,
+			lc->id);
+	}
+}
+
+static void check_layers_content(struct fsck *ck)
+{
+	const struct ovs_volume *v = ck->v;
+	size_t n = ovs_snapshot_count(v);
+	int *upperfds = calloc(n + 1, sizeof(int));
+
+	if (!upperfds)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX];
+
+		upperfds[i] = -1;
+		if (ovs_snapshot_upper(v, ovs_snapshot_at(v, i)->id, dir, sizeof(dir)) == 0)
+			upperfds[i] = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	upperfds[n] = ck->srcfd;
+	for (size_t i = 0; i < n; i++) {
+		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
+		struct layer_ctx lc = {
+			.id = s->id,
+			.frozen = i + 1 < n,
+			.frozen_ns = i + 1 < n ? ovs_snapshot_at(v, i + 1)->created_ns : 0,
+			.upperfd = upperfds[i],
+			.lowerfds = upperfds + i + 1,
+			.nlower = n - i,
+		};
+		char dir[PATH_MAX];
+		int workfd;
+
+		if (ovs_snapshot_work(v, s->id, dir, sizeof(dir)) == 0 &&
+		    (workfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			check_work(ck, s->id, workfd);
+			close(workfd);
+		}
+		if (upperfds[i] >= 0)
+			walk_tree(ck, &lc, upperfds[i], check_layer_entry, "layer");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (upperfds[i] >= 0)
+			close(upperfds[i]);
+	free(upperfds);
+}
+
+/* ---- SRC: user data overlayfs would misread, unprotected changes --------- */
+
+struct linked {
+	ino_t ino;
+	nlink_t nlink;
+	char *path;
+};
+
+struct src_ctx {
+	bool check_changes;
+	int64_t since_ns;	/* changes after this were not preserved */
+	const char *since_why;
+	int newest_upperfd;
+	struct linked *links;
+	size_t nlinks, alloc;
+};
+
+static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
+			    const char *path, const struct stat *st)
+{
+	struct src_ctx *sc = ctx;
+	char full[PATH_MAX * 2], names[65536];
+	ssize_t n;
+
+	snprintf(full, sizeof(full), "%s%s%s", ck->src, *path ? "/" : "", path);
+	if (ovl_is_whiteout(st))
+		finding(ck, OVS_FSCK_ERROR, NULL, full, "user-data", NULL,
+			"0/0 character device: every snapshot view reads it as a whiteout "
+			"(as if nothing were there); rename or remove it");
+	n = list_xattrs(dirfd, name, names, sizeof(names));
+	for (char *a = names; n > 0 && a < names + n; a += strlen(a) + 1) {
+		if (strncmp(a, OVL_XATTR_PREFIX, strlen(OVL_XATTR_PREFIX)) != 0)
+			continue;
+		if (strncmp(a, OVL_XATTR_ESCAPE, strlen(OVL_XATTR_ESCAPE)) == 0)
+			finding(ck, OVS_FSCK_ERROR, NULL, full, "user-data", NULL,
+				"xattr %s: every snapshot view shows it as %s%s; remove it", a,
+				OVL_XATTR_PREFIX, a + strlen(OVL_XATTR_ESCAPE));
+		else
+			finding(ck, OVS_FSCK_ERROR, NULL, full, "user-data", NULL,
+				"unescaped xattr %s: overlayfs takes it for its own metadata "
+				"in every snapshot view; remove it", a);
+	}
+	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
+		if (sc->nlinks == sc->alloc) {
+			size_t na = sc->alloc ? sc->alloc * 2 : 64;
+			struct linked *nl = realloc(sc->links, na * sizeof(*nl));
+
+			if (!nl)
+				return;
+			sc->links = nl;
+			sc->alloc = na;
+		}
+		sc->links[sc->nlinks].ino = st->st_ino;
+		sc->links[sc->nlinks].nlink = st->st_nlink;
+		sc->links[sc->nlinks].path = strdup(full);
+		if (sc->links[sc->nlinks].path)
+			sc->nlinks++;
+	}
+	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns) {
+		int cov = layer_covers(sc->newest_upperfd, path);
+		char when[64];
+
+		format_time(ts_ns(&st->st_ctim), when, sizeof(when));
+		if (!S_ISDIR(st->st_mode) && cov == 0)
+			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
+				"changed at %s while unprotected (%s) and not preserved: "
+				"%s may show its new state instead of the past",
+				when, sc->since_why, ck->snaps_desc);
+		/* A deletion leaves nothing but its directory's ctime, and a
+		 * preserved copy of the directory itself says nothing about
+		 * its entries; only an opaque copy (or a covering ancestor)
+		 * holds all of them. */
+		else if (S_ISDIR(st->st_mode) && cov != 2)
+			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
+				"directory changed at %s while unprotected (%s): entries "
+				"deleted from it then are missing from %s (possibly incomplete)",
+				when, sc->since_why, ck->snaps_desc);
+	}
+}
+
+static int cmp_linked(const void *a, const void *b)
+{
+	const struct linked *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
+{
+	qsort(sc->links, sc->nlinks, sizeof(*sc->links), cmp_linked);
+	for (size_t i = 0; i < sc->nlinks;) {
+		size_t j = i;
+
+		while (j < sc->nlinks && sc->links[j].ino == sc->links[i].ino)
+			j++;
+		if ((nlink_t)(j - i) < sc->links[i].nlink)
+			finding(ck, OVS_FSCK_ERROR, NULL, sc->links[i].path, "user-data", NULL,
+				"%lu of its %lu hard links are outside SRC: changes made "
+				"through them bypass the snapshot mount",
+				(unsigned long)(sc->links[i].nlink - (j - i)),
+				(unsigned long)sc->links[i].nlink);
+		for (; i < j; i++)
+			free(sc->links[i].path);
+	}
+	free(sc->links);
+}
+
+static void check_src(struct fsck *ck)
+{
+	struct src_ctx sc = { .newest_upperfd = -1 };
+	size_t n = ck->registry_ok ? ovs_snapshot_count(ck->v) : 0;
+
+	if (ck->srcfd < 0)
+		return;
+	if (n > 0) {
+		const struct ovs_snapshot *newest = ovs_snapshot_at(ck->v, n - 1);
+		int64_t deact = ovs_volume_deactivated_ns(ck->v);
+		char dir[PATH_MAX];
+
+		/* Unprotected since the last deactivation, unless a snapshot
+		 * was taken after it; or since the newest snapshot, if the
+		 * mount is gone now (when exactly it died, nobody knows). */
+		if (deact > newest->created_ns) {
+			sc.check_changes = true;
+			sc.since_ns = deact;
+			sc.since_why = "the volume was deactivated";
+		} else if (ck->unprotected) {
+			sc.check_changes = true;
+			sc.since_ns = newest->created_ns;
+			sc.since_why = "the snapshot mount was not running";
+		}
+		if (sc.check_changes &&
+		    ovs_snapshot_upper(ck->v, newest->id, dir, sizeof(dir)) == 0)
+			sc.newest_upperfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						 O_CLOEXEC);
+		if (sc.newest_upperfd < 0)
+			sc.check_changes = false;
+	}
+	walk_tree(ck, &sc, ck->srcfd, check_src_entry, "SRC");
+	report_outside_links(ck, &sc);
+	if (sc.newest_upperfd >= 0)
+		close(sc.newest_upperfd);
+}
+
+/* ---- all of it ------------------------------------------------------------- */
+
+int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_summary *sum)
+{
+	struct fsck ck = { .o = opts, .sum = sum, .src = src, .treefd = -1, .srcfd = -1 };
+	struct libmnt_table *tb;
+	int rc;
+
+	memset(sum, 0, sizeof(*sum));
+	rc = open_volume(src, &ck.v);
+	if (rc == -ENOENT)
+		return ovs_err(ENOENT, "%s is not an ovsnap volume", src);
+	if (rc < 0)
+		return rc;
+	if (ovs_volume_dirfd(ck.v) < 0) {
+		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
+			"the store of the volume is missing: every snapshot is lost; "
+			"'ovsnap take' cannot reuse it, remove the volume's index entry "
+			"in %s by hand", ovs_state_dir());
+		ovs_volume_unref(ck.v);
+		return 0;
+	}
+	rc = ovs_volume_lock(ck.v, opts->wait, "fsck");
+	if (rc < 0) {
+		ovs_volume_unref(ck.v);
+		return rc;
+	}
+	check_registry(&ck);
+	tb = mount_table();
+	check_snapshot_mount(&ck, tb);
+	open_real_src(&ck, tb);
+	if (ck.registry_ok) {
+		check_intent(&ck);
+	}
+	if (ck.registry_ok) {
+		check_layer_dirs(&ck);
+		check_layers_content(&ck);
+		check_views(&ck, tb);
+	}
+	check_src(&ck);
+
+	if (tb)
+		mnt_unref_table(tb);
+	if (ck.srcfd >= 0)
+		close(ck.srcfd);
+	if (ck.treefd >= 0)
+		close(ck.treefd);
+	ovs_volume_unlock(ck.v);
+	ovs_volume_unref(ck.v);
+	return 0;
+}
