@@ -337,6 +337,7 @@ static int walk_dir(struct walk *w, int dirfd, const char *rel)
 			close(fd);
 		return -1;
 	}
+	rewinddir(dir);	/* the dup shares dirfd's offset */
 	while ((errno = 0, d = readdir(dir))) {
 		char *child;
 
