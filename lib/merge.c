@@ -1,0 +1,674 @@
+/*
+ * Merging adjacent overlay layers (merge.h), dropping snapshots, and
+ * finishing an interrupted merge or drop.
+ *
+ * Merging the newer layer B into the older layer A, for a path p where
+ * both have a directory and A's is not opaque (the roots, to begin with):
+ * for each name n in B/p,
+ *   - A has nothing at n: B's entry (file, whiteout, whole subtree) moves
+ *     to A/p/n by rename: A:B showed exactly B's entry there;
+ *   - A has a whiteout, a non-directory or an opaque directory at n: A
+ *     hid B's entry; it stays behind and is deleted with B;
+ *   - A has a plain directory and B a whiteout or non-directory: A:B
+ *     showed only A's directory (overlayfs stops a merge at a
+ *     non-directory), so A/p/n becomes opaque to keep hiding what lies
+ *     below B;
+ *   - both have directories: merge them recursively; if B's is opaque,
+ *     A/p/n becomes opaque afterwards (B hid what lies below it).
+ *
+ * Crash safety without an undo log: every step is a single atomic change
+ * (a rename, an xattr, a utimensat) and the decision for a name depends
+ * only on the state it leaves.  A name that moved is gone from B; a
+ * directory of A becomes opaque only after its B counterpart has been
+ * fully processed, so finding it opaque on a re-run means "nothing more to
+ * take from B here" either way.  A directory of A whose entries change
+ * keeps its original times in an xattr until they are restored, so a
+ * re-run restores the original times, not those of the interruption.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "libovsnap.h"
+#include "ovsnap-private.h"
+#include "preserve.h"
+#include "merge.h"
+
+/* Times of a directory of the older layer from before the merge touched
+ * it; overlayfs hides trusted.overlay.* names it does not know. */
+#define OVS_XATTR_MERGE_TIMES	"trusted.overlay.ovsnap.merge-times"
+#define OVL_XATTR_METACOPY	"trusted.overlay.metacopy"
+
+/* ---- the crash test hook ------------------------------------------------ */
+
+/*
+ * OVSNAP_TEST_CRASH_AFTER=N: _exit(9) right after the N-th change, so the
+ * crash tests can interrupt a merge or drop at every step.  The only
+ * place where the library exits, and only when a test asks for it.
+ */
+static long crash_after = -1;
+static long steps_done;
+
+static void crash_hook_init(void)
+{
+	static bool done;
+	const char *s;
+
+	if (done)
+		return;
+	done = true;
+	s = getenv("OVSNAP_TEST_CRASH_AFTER");
+	if (s && *s)
+		crash_after = strtol(s, NULL, 10);
+}
+
+static void step(void)
+{
+	steps_done++;
+	if (crash_after > 0 && steps_done >= crash_after)
+		_exit(9);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+struct merge_ctx {
+	unsigned flags;
+	ovs_progress_fn progress;
+	void *arg;
+	uint64_t total;
+	struct ovs_merge_stats st;
+};
+
+static void note_entry(struct merge_ctx *c)
+{
+	c->st.entries++;
+	if (c->progress && c->st.entries % 1024 == 0)
+		c->progress(c->arg, c->st.entries, c->total);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* The names in the directory fd (sorted, for a reproducible order).  The
+ * fd's position is rewound first so it can be read again. */
+static int list_names(int fd, const char *path, char ***out, size_t *nout)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *d;
+	DIR *dir;
+	int dfd;
+
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return ovs_err(errno, "merge: open %s: %m", *path ? path : "/");
+	dir = fdopendir(dfd);
+	if (!dir) {
+		close(dfd);
+		return ovs_err(errno, "merge: open %s: %m", *path ? path : "/");
+	}
+	while ((errno = 0, d = readdir(dir))) {
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 32;
+			char **nv = realloc(names, ncap * sizeof(*nv));
+
+			if (!nv)
+				goto nomem;
+			names = nv;
+			cap = ncap;
+		}
+		if (!(names[n] = strdup(d->d_name)))
+			goto nomem;
+		n++;
+	}
+	if (errno) {
+		int err = errno;
+
+		closedir(dir);
+		names_free(names, n);
+		return ovs_err(err, "merge: read %s: %s", *path ? path : "/", strerror(err));
+	}
+	closedir(dir);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
+	*out = names;
+	*nout = n;
+	return 0;
+nomem:
+	closedir(dir);
+	names_free(names, n);
+	return ovs_err(ENOMEM, "merge: out of memory");
+}
+
+static char *join(const char *path, const char *name)
+{
+	char *s;
+
+	if (asprintf(&s, "%s%s%s", path, *path ? "/" : "", name) < 0)
+		return NULL;
+	return s;
+}
+
+static int open_dir_at(int dirfd, const char *name, const char *path)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return ovs_err(errno, "merge: open %s: %m", path);
+	return fd;
+}
+
+static bool has_xattr(int dirfd, const char *name, const char *attr)
+{
+	return ovs_lgetxattrat(dirfd, name, attr, NULL, 0) >= 0;
+}
+
+/* ---- saved directory times --------------------------------------------- */
+
+struct dir_times {
+	struct timespec ts[2];	/* atime, mtime as utimensat() wants them */
+};
+
+/* 1 and t filled if fd carries saved times, 0 if not. */
+static int saved_times_load(int fd, const char *path, struct dir_times *t)
+{
+	char buf[96];
+	long long as, ms;
+	long an, mn;
+	ssize_t n;
+
+	n = ovs_lgetxattrat(fd, "", OVS_XATTR_MERGE_TIMES, buf, sizeof(buf) - 1);
+	if (n == -ENODATA)
+		return 0;
+	if (n < 0)
+		return ovs_err(-n, "merge: read saved times of %s: %s", *path ? path : "/",
+			       strerror(-n));
+	buf[n] = 0;
+	if (sscanf(buf, "%lld.%ld %lld.%ld", &as, &an, &ms, &mn) != 4)
+		return ovs_err(EUCLEAN, "merge: bad saved times '%s' on %s", buf,
+			       *path ? path : "/");
+	t->ts[0].tv_sec = as;
+	t->ts[0].tv_nsec = an;
+	t->ts[1].tv_sec = ms;
+	t->ts[1].tv_nsec = mn;
+	return 1;
+}
+
+static int saved_times_store(int fd, const char *path, struct dir_times *t)
+{
+	struct stat st;
+	char buf[96];
+	int n, rc;
+
+	if (fstat(fd, &st) < 0)
+		return ovs_err(errno, "merge: stat %s: %m", *path ? path : "/");
+	t->ts[0] = st.st_atim;
+	t->ts[1] = st.st_mtim;
+	n = snprintf(buf, sizeof(buf), "%lld.%09ld %lld.%09ld",
+		     (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec,
+		     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	rc = ovs_lsetxattrat(fd, "", OVS_XATTR_MERGE_TIMES, buf, n, 0);
+	if (rc < 0)
+		return ovs_err(-rc, "merge: save times of %s: %s", *path ? path : "/",
+			       strerror(-rc));
+	step();
+	return 0;
+}
+
+static int saved_times_restore(int fd, const char *path, const struct dir_times *t)
+{
+	int rc;
+
+	if (futimens(fd, t->ts) < 0)
+		return ovs_err(errno, "merge: restore times of %s: %m", *path ? path : "/");
+	step();
+	rc = ovs_lremovexattrat(fd, "", OVS_XATTR_MERGE_TIMES);
+	if (rc < 0 && rc != -ENODATA)
+		return ovs_err(-rc, "merge: clear saved times of %s: %s", *path ? path : "/",
+			       strerror(-rc));
+	step();
+	return 0;
+}
+
+/* ---- the check before the first change ------------------------------------ */
+
+/*
+ * Walk the newer layer (and the older layer's directories where both have
+ * one) and refuse what this merge does not understand: redirects and
+ * metacopy entries, which ovsnap never writes.  Counts the entries for the
+ * progress report.
+ */
+static int precheck(struct merge_ctx *c, int afd, int bfd, const char *path)
+{
+	char **names = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	rc = list_names(bfd, path, &names, &n);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < n && rc == 0; i++) {
+		char *sub = join(path, names[i]);
+		struct stat bst, ast;
+		int a2 = -1, b2;
+
+		if (!sub) {
+			rc = ovs_err(ENOMEM, "merge: out of memory");
+			break;
+		}
+		c->total++;
+		if (fstatat(bfd, names[i], &bst, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = ovs_err(errno, "merge: stat %s: %m", sub);
+		} else if (S_ISDIR(bst.st_mode) || S_ISREG(bst.st_mode)) {
+			const char *attr = S_ISDIR(bst.st_mode) ? OVL_XATTR_REDIRECT :
+							       OVL_XATTR_METACOPY;
+
+			if (has_xattr(bfd, names[i], attr))
+				rc = ovs_err(EOPNOTSUPP, "merge: %s in the newer layer has %s: "
+					     "layers with redirects or metacopy are not supported",
+					     sub, attr);
+		}
+		if (rc == 0 && S_ISDIR(bst.st_mode)) {
+			if (afd >= 0 && fstatat(afd, names[i], &ast, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(ast.st_mode)) {
+				if (has_xattr(afd, names[i], OVL_XATTR_REDIRECT))
+					rc = ovs_err(EOPNOTSUPP, "merge: %s in the older layer has "
+						     "%s: layers with redirects are not supported",
+						     sub, OVL_XATTR_REDIRECT);
+				else if ((a2 = open_dir_at(afd, names[i], sub)) < 0)
+					rc = a2;
+			}
+			if (rc == 0) {
+				b2 = open_dir_at(bfd, names[i], sub);
+				if (b2 < 0) {
+					rc = b2;
+				} else {
+					rc = precheck(c, a2, b2, sub);
+					close(b2);
+				}
+			}
+			if (a2 >= 0)
+				close(a2);
+		}
+		free(sub);
+	}
+	names_free(names, n);
+	return rc;
+}
+
+/* ---- the merge itself ---------------------------------------------------------- */
+
+static int merge_dir(struct merge_ctx *c, int afd, int bfd, const char *path)
+{
+	struct dir_times times;
+	char **names = NULL;
+	size_t n = 0, i;
+	int saved, rc;
+
+	saved = saved_times_load(afd, path, &times);
+	if (saved < 0)
+		return saved;
+	rc = list_names(bfd, path, &names, &n);
+	if (rc < 0)
+		return rc;
+
+	for (i = 0; i < n && rc == 0; i++) {
+		const char *name = names[i];
+		char *sub = join(path, name);
+		struct stat ast, bst;
+		int a2, b2, opaque, b_opaque;
+
+		if (!sub) {
+			rc = ovs_err(ENOMEM, "merge: out of memory");
+			break;
+		}
+		note_entry(c);
+		if (fstatat(bfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = ovs_err(errno, "merge: stat %s in the newer layer: %m", sub);
+			goto next;
+		}
+		if (fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT) {
+				rc = ovs_err(errno, "merge: stat %s in the older layer: %m", sub);
+				goto next;
+			}
+			/* Only B has it: move it, whatever it is. */
+			if (!saved) {
+				rc = saved_times_store(afd, path, &times);
+				if (rc < 0)
+					goto next;
+				saved = 1;
+			}
+			if (renameat2(bfd, name, afd, name, RENAME_NOREPLACE) < 0) {
+				rc = ovs_err(errno, "merge: move %s into the older layer: %m", sub);
+				goto next;
+			}
+			step();
+			c->st.moved++;
+			goto next;
+		}
+		if (!S_ISDIR(ast.st_mode)) {
+			/* A's whiteout or non-directory hides B's entry. */
+			c->st.discarded++;
+			goto next;
+		}
+		opaque = ovl_is_opaque_at(afd, name);
+		if (opaque < 0) {
+			rc = opaque;
+			goto next;
+		}
+		if (opaque) {
+			c->st.discarded++;
+			goto next;
+		}
+		if (!S_ISDIR(bst.st_mode)) {
+			/* A plain directory over B's whiteout or non-directory:
+			 * A:B showed A's directory alone. */
+			rc = ovl_set_opaque_at(afd, name);
+			if (rc == 0) {
+				step();
+				c->st.opaqued++;
+			}
+			goto next;
+		}
+		b_opaque = ovl_is_opaque_at(bfd, name);
+		if (b_opaque < 0) {
+			rc = b_opaque;
+			goto next;
+		}
+		a2 = open_dir_at(afd, name, sub);
+		if (a2 < 0) {
+			rc = a2;
+			goto next;
+		}
+		b2 = open_dir_at(bfd, name, sub);
+		if (b2 < 0) {
+			close(a2);
+			rc = b2;
+			goto next;
+		}
+		rc = merge_dir(c, a2, b2, sub);
+		close(a2);
+		close(b2);
+		if (rc == 0 && b_opaque) {
+			/* Only now: an opaque A directory means "done here". */
+			rc = ovl_set_opaque_at(afd, name);
+			if (rc == 0) {
+				step();
+				c->st.opaqued++;
+			}
+		}
+next:
+		free(sub);
+	}
+	names_free(names, n);
+	if (rc == 0 && saved)
+		rc = saved_times_restore(afd, path, &times);
+	return rc;
+}
+
+int ovs_merge_layers(int olderfd, int newerfd, unsigned flags,
+		     ovs_progress_fn progress, void *arg, struct ovs_merge_stats *stats)
+{
+	struct merge_ctx c = { .flags = flags, .progress = progress, .arg = arg };
+	struct stat ast, bst;
+	int rc;
+
+	crash_hook_init();
+	if (fstat(olderfd, &ast) < 0 || fstat(newerfd, &bst) < 0)
+		return ovs_err(errno, "merge: stat of a layer: %m");
+	if (ast.st_dev != bst.st_dev)
+		return ovs_err(EXDEV, "merge: the layers are on different filesystems");
+	if (ast.st_ino == bst.st_ino)
+		return ovs_err(EINVAL, "merge: a layer cannot be merged into itself");
+	rc = precheck(&c, olderfd, newerfd, "");
+	if (rc < 0)
+		return rc;
+	/* The roots always merge: overlayfs ignores opaque on layer roots. */
+	rc = merge_dir(&c, olderfd, newerfd, "");
+	if (rc < 0)
+		return rc;
+	if (progress)
+		progress(arg, c.st.entries, c.total);
+	/* What moved must be on disk before the registry forgets B. */
+	if (!(flags & OVS_MERGE_NOSYNC) && syncfs(olderfd) < 0)
+		return ovs_err(errno, "merge: sync: %m");
+	if (stats)
+		*stats = c.st;
+	return 0;
+}
+
+/* ---- snapshots ------------------------------------------------------------------- */
+
+static ssize_t snap_index(const struct ovs_volume *v, uint64_t id)
+{
+	size_t n = ovs_snapshot_count(v);
+
+	for (size_t i = 0; i < n; i++)
+		if (ovs_snapshot_at(v, i)->id == id)
+			return i;
+	return -1;
+}
+
+static int open_upper(struct ovs_volume *v, uint64_t id)
+{
+	char path[PATH_MAX];
+	int rc, fd;
+
+	rc = ovs_snapshot_upper(v, id, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "open the layer of snapshot %" PRIu64 ": %m", id);
+	return fd;
+}
+
+/* The newest snapshot of an active volume receives the daemon's copy-ups:
+ * changing its layer needs the daemon's barrier (not wired yet). */
+static int refuse_active(struct ovs_volume *v, uint64_t id)
+{
+	size_t n = ovs_snapshot_count(v);
+
+	if (!ovs_volume_active(v) || n == 0 || ovs_snapshot_at(v, n - 1)->id != id)
+		return 0;
+	return ovs_err(EBUSY, "snapshot %" PRIu64 " is the active one: run "
+		       "'ovsnap deactivate %s' first", id, ovs_volume_source(v));
+}
+
+static int merge_one(struct ovs_volume *v, uint64_t older, uint64_t newer,
+		     ovs_progress_fn progress, void *arg)
+{
+	int afd, bfd, rc;
+
+	afd = open_upper(v, older);
+	if (afd < 0)
+		return afd;
+	bfd = open_upper(v, newer);
+	if (bfd < 0) {
+		close(afd);
+		return bfd;
+	}
+	rc = ovs_merge_layers(afd, bfd, 0, progress, arg, NULL);
+	close(afd);
+	close(bfd);
+	if (rc < 0)
+		return ovs_err_keep(-rc, "merge snapshot %" PRIu64 " into %" PRIu64, newer, older);
+	/* The registry forgets B, then B's directory (with what A hid) goes. */
+	rc = ovs_registry_remove_snapshot(v, newer);
+	if (rc < 0)
+		return rc;
+	step();
+	return 0;
+}
+
+/* Fold every registered snapshot in (older, newer] into older, oldest
+ * first.  Re-entrant: recovery calls it again with the same arguments. */
+static int fold_range(struct ovs_volume *v, uint64_t older, uint64_t newer,
+		      ovs_progress_fn progress, void *arg)
+{
+	for (;;) {
+		ssize_t i = snap_index(v, older);
+		const struct ovs_snapshot *next;
+		int rc;
+
+		if (i < 0)
+			return ovs_err(ENOENT, "snapshot %" PRIu64 " is not in the registry", older);
+		next = ovs_snapshot_at(v, i + 1);
+		if (!next || next->id > newer)
+			break;
+		rc = merge_one(v, older, next->id, progress, arg);
+		if (rc < 0)
+			return rc;
+	}
+	/* A removal interrupted between registry and directory leaves the
+	 * directory behind: remove those of the folded ids. */
+	for (uint64_t id = older + 1; id <= newer; id++) {
+		if (snap_index(v, id) < 0) {
+			int rc = ovs_layer_remove(v, id);
+
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int intent_begin(struct ovs_volume *v, const char *op, uint64_t a, uint64_t b)
+{
+	char text[128];
+	int rc;
+
+	if (b)
+		snprintf(text, sizeof(text), "%s %" PRIu64 " %" PRIu64, op, a, b);
+	else
+		snprintf(text, sizeof(text), "%s %" PRIu64, op, a);
+	rc = ovs_intent_write(v, text);
+	if (rc < 0)
+		return rc;
+	step();
+	return 0;
+}
+
+static int intent_end(struct ovs_volume *v)
+{
+	int rc = ovs_intent_clear(v);
+
+	if (rc == 0)
+		step();
+	return rc;
+}
+
+int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
+			ovs_progress_fn progress, void *arg)
+{
+	ssize_t ia, ib;
+	int rc;
+
+	crash_hook_init();
+	ia = snap_index(v, older);
+	ib = snap_index(v, newer);
+	if (ia < 0)
+		return ovs_err(ENOENT, "no snapshot %" PRIu64, older);
+	if (ib < 0)
+		return ovs_err(ENOENT, "no snapshot %" PRIu64, newer);
+	if (ib <= ia)
+		return ovs_err(EINVAL, "snapshot %" PRIu64 " is not newer than %" PRIu64,
+			       newer, older);
+	rc = refuse_active(v, newer);
+	if (rc < 0)
+		return rc;
+	rc = intent_begin(v, "merge", older, newer);
+	if (rc < 0)
+		return rc;
+	rc = fold_range(v, older, newer, progress, arg);
+	if (rc < 0)
+		return rc;	/* the intent stays: the next command finishes it */
+	return intent_end(v);
+}
+
+int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id, ovs_progress_fn progress, void *arg)
+{
+	ssize_t i;
+	int rc;
+
+	crash_hook_init();
+	i = snap_index(v, id);
+	if (i < 0)
+		return ovs_err(ENOENT, "no snapshot %" PRIu64, id);
+	rc = refuse_active(v, id);
+	if (rc < 0)
+		return rc;
+	if (i > 0)
+		return ovs_merge_snapshots(v, ovs_snapshot_at(v, i - 1)->id, id, progress, arg);
+	/* The oldest: no other view uses its layer. */
+	rc = intent_begin(v, "drop", id, 0);
+	if (rc < 0)
+		return rc;
+	rc = ovs_registry_remove_snapshot(v, id);
+	if (rc < 0)
+		return rc;
+	step();
+	rc = ovs_layer_remove(v, id);
+	if (rc < 0)
+		return rc;
+	return intent_end(v);
+}
+
+int ovs_recover(struct ovs_volume *v)
+{
+	uint64_t a, b;
+	char text[256], op[16];
+	int rc;
+
+	crash_hook_init();
+	rc = ovs_intent_read(v, text, sizeof(text));
+	if (rc < 0)
+		return rc;
+	if (!text[0])
+		return 0;
+	if (sscanf(text, "%15s", op) != 1)
+		return 0;
+	if (strcmp(op, "merge") == 0) {
+		if (sscanf(text, "merge %" SCNu64 " %" SCNu64, &a, &b) != 2)
+			return ovs_err(EUCLEAN, "bad intent record '%s'", text);
+		rc = fold_range(v, a, b, NULL, NULL);
+		if (rc < 0)
+			return ovs_err_keep(-rc, "finish the interrupted merge of %" PRIu64
+					    "..%" PRIu64, a, b);
+	} else if (strcmp(op, "drop") == 0) {
+		if (sscanf(text, "drop %" SCNu64, &a) != 1)
+			return ovs_err(EUCLEAN, "bad intent record '%s'", text);
+		if (snap_index(v, a) >= 0) {
+			rc = ovs_registry_remove_snapshot(v, a);
+			if (rc < 0)
+				return rc;
+			step();
+		}
+		rc = ovs_layer_remove(v, a);
+		if (rc < 0)
+			return ovs_err_keep(-rc, "finish the interrupted drop of %" PRIu64, a);
+	} else {
+		return 0;	/* another command's intent */
+	}
+	rc = intent_end(v);
+	return rc < 0 ? rc : 1;
+}
