@@ -1,19 +1,445 @@
-/* ovsnap mount — mount a read-only view of a snapshot (not built yet: see the issue tracker). */
+/*
+ * ovsnap mount — mount a read-only view of a snapshot.
+ *
+ * The default view is served by its own process, ovsnap-viewd, which stays
+ * coherent while the live tree changes and newer snapshots are taken (see
+ * cmd/view.h).  --kernel mounts the same layers with stock overlayfs
+ * instead, which is only right while nothing changes them: the volume must
+ * be inactive.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libmount.h>
+#include <limits.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cmd.h"
+#include "ovsnap-private.h"
+#include "views.h"
+
+static char *opt_options;
+static int opt_kernel;
 
 static struct poptOption mount_options[] = {
+	{ "options", 'o', POPT_ARG_STRING, &opt_options, 0,
+	  "mount options: suid, dev, noexec, ... (always read-only; nosuid,nodev by default)",
+	  "OPTS" },
+	{ "kernel", 'k', POPT_ARG_NONE, &opt_kernel, 0,
+	  "mount the layers with stock overlayfs (only while the volume is inactive)", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
 
+/* How long a starting view may take to mount. */
+#define VIEWD_START_TIMEOUT_MS (60 * 1000)
+
+/* ---- mount options ------------------------------------------------------- */
+
+struct view_mount_opts {
+	unsigned long attr;	/* MOUNT_ATTR_* for --kernel */
+	char *fuse;		/* the same, as FUSE mount options */
+};
+
+/* The options a view accepts, checked with libmount's option parser. */
+static int parse_view_options(const char *optstr, struct view_mount_opts *o)
+{
+	static const struct {
+		const char *name;
+		unsigned long set, clear;
+	} known[] = {
+		{ "ro", 0, 0 },
+		{ "suid", 0, MOUNT_ATTR_NOSUID },
+		{ "nosuid", MOUNT_ATTR_NOSUID, 0 },
+		{ "dev", 0, MOUNT_ATTR_NODEV },
+		{ "nodev", MOUNT_ATTR_NODEV, 0 },
+		{ "exec", 0, MOUNT_ATTR_NOEXEC },
+		{ "noexec", MOUNT_ATTR_NOEXEC, 0 },
+		{ "noatime", MOUNT_ATTR_NOATIME, MOUNT_ATTR__ATIME },
+		{ "relatime", MOUNT_ATTR_RELATIME, MOUNT_ATTR__ATIME },
+		{ "strictatime", MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME },
+		{ "nodiratime", MOUNT_ATTR_NODIRATIME, 0 },
+	};
+	char *str = (char *)optstr, *name, *value;
+	size_t namesz, valsz;
+	int rc;
+
+	o->attr = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	o->fuse = NULL;
+	while (str && (rc = mnt_optstr_next_option(&str, &name, &namesz, &value, &valsz)) == 0) {
+		size_t i;
+
+		for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			if (strlen(known[i].name) == namesz &&
+			    strncmp(known[i].name, name, namesz) == 0)
+				break;
+		if (namesz == 2 && strncmp(name, "rw", 2) == 0) {
+			ovs_error("mount: -o rw: snapshot views are read-only");
+			return -EINVAL;
+		}
+		if (i == sizeof(known) / sizeof(known[0]) || value) {
+			ovs_error("mount: -o %.*s: not an option of snapshot views "
+				  "(see ovsnap-mount(8))", (int)(value ? namesz + valsz + 1 : namesz),
+				  name);
+			return -EINVAL;
+		}
+		o->attr = (o->attr & ~known[i].clear) | known[i].set;
+	}
+	if (str && rc < 0) {
+		ovs_error("mount: -o %s: cannot parse the options", optstr);
+		return -EINVAL;
+	}
+	/* libfuse mounts nosuid,nodev unless told suid, dev */
+	if (asprintf(&o->fuse, "%s%s%s%s", (o->attr & MOUNT_ATTR_NOSUID) ? "nosuid" : "suid",
+		     (o->attr & MOUNT_ATTR_NODEV) ? ",nodev" : ",dev",
+		     (o->attr & MOUNT_ATTR_NOEXEC) ? ",noexec" : "",
+		     (o->attr & MOUNT_ATTR_NOATIME) ? ",noatime" : "") < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* ---- the target ------------------------------------------------------------- */
+
+/* A canonical TARGET that can take a view: an existing directory that is
+ * no mount point, not inside SRC (the live daemon must never find a
+ * mount in its tree) nor inside the store. */
+static char *check_target(const char *arg, struct ovs_volume *v)
+{
+	struct stat st;
+	char *real, fstype[64];
+	int rc;
+
+	real = realpath(arg, NULL);
+	if (!real) {
+		ovs_error("mount: %s: %s", arg, strerror(errno));
+		return NULL;
+	}
+	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		ovs_error("mount: %s: not a directory", arg);
+		goto fail;
+	}
+	rc = ovs_is_mountpoint(real, fstype, sizeof(fstype));
+	if (rc < 0) {
+		ovs_error_lib(rc, "mount: %s", arg);
+		goto fail;
+	}
+	if (rc > 0) {
+		ovs_error("mount: %s: already a mount point (%s)", arg, fstype);
+		goto fail;
+	}
+	if (ovs_path_inside(real, ovs_volume_source(v))) {
+		ovs_error("mount: %s: inside %s, the directory the snapshots are of", arg,
+			  ovs_volume_source(v));
+		goto fail;
+	}
+	if (ovs_path_inside(real, ovs_volume_store(v))) {
+		ovs_error("mount: %s: inside the snapshot store", arg);
+		goto fail;
+	}
+	return real;
+fail:
+	free(real);
+	return NULL;
+}
+
+/* ---- a daemon-served view ------------------------------------------------ */
+
+/* ovsnap-viewd next to this binary (a build tree), else the installed one. */
+static const char *viewd_path(void)
+{
+	static char path[PATH_MAX];
+	const char *env = getenv("OVSNAP_VIEWD");
+	ssize_t n;
+	char *slash;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	if (n > 0) {
+		path[n] = 0;
+		slash = strrchr(path, '/');
+		if (slash) {
+			strcpy(slash + 1, "ovsnap-viewd");
+			if (access(path, X_OK) == 0)
+				return path;
+		}
+	}
+	return SBINDIR "/ovsnap-viewd";
+}
+
+/*
+ * Start a helper process the way the CLI starts ovsnapd: fork, setsid,
+ * stdin/stdout to /dev/null, stderr to log, a pipe on fd 3 on which it
+ * says "ok" once it is ready or "err MESSAGE".  Returns its pid.
+ */
+static pid_t spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms)
+{
+	char buf[1024];
+	struct pollfd pfd;
+	size_t got = 0;
+	int pipefd[2], rc, status;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return ovs_err(errno, "pipe: %m");
+	pid = fork();
+	if (pid < 0) {
+		rc = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return ovs_err(rc, "fork: %s", strerror(rc));
+	}
+	if (pid == 0) {
+		int fd;
+
+		setsid();
+		fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+		}
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			dup2(fd, 2);
+		if (pipefd[1] != 3) {
+			dup2(pipefd[1], 3);
+			close(pipefd[1]);
+		}
+		fcntl(3, F_SETFD, 0);
+		close_range(4, ~0U, 0);
+		execv(prog, argv);
+		dprintf(3, "err cannot run %s: %s\n", prog, strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pfd.fd = pipefd[0];
+	pfd.events = POLLIN;
+	while (got < sizeof(buf) - 1) {
+		ssize_t n;
+
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc == 0) {
+			kill(pid, SIGKILL);
+			close(pipefd[0]);
+			return ovs_err(ETIMEDOUT, "%s did not start in time", prog);
+		}
+		if (rc < 0 && errno == EINTR)
+			continue;
+		n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += n;
+		if (memchr(buf, '\n', got))
+			break;
+	}
+	close(pipefd[0]);
+	buf[got] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	if (strcmp(buf, "ok") == 0)
+		return pid;
+	waitpid(pid, &status, 0);
+	if (strncmp(buf, "err ", 4) == 0)
+		return ovs_err(EIO, "%s", buf + 4);
+	if (WIFSIGNALED(status))
+		return ovs_err(EIO, "%s died with signal %d (see %s)", prog, WTERMSIG(status), log);
+	return ovs_err(EIO, "%s exited before it was ready (see %s)", prog, log);
+}
+
+static int mkdir_run_dir(void)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", ovs_run_dir());
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *target,
+			     const struct view_mount_opts *o)
+{
+	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[32];
+	char *argv[] = { "ovsnap-viewd", "--ready-fd", "3", "-o", o->fuse,
+			 (char *)ovs_volume_source(v), idstr, (char *)target, NULL };
+	pid_t pid;
+	int rc, rundir;
+
+	rc = mkdir_run_dir();
+	if (rc < 0)
+		return ovs_err(-rc, "cannot create %s: %s", ovs_run_dir(), strerror(-rc));
+	if (ovs_view_run_file(target, "log", log, sizeof(log)) < 0 ||
+	    ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0)
+		return ovs_err(ENAMETOOLONG, "%s: path too long", target);
+	snprintf(idstr, sizeof(idstr), "%" PRIu64, id);
+	pid = spawn_ready(viewd_path(), argv, log, VIEWD_START_TIMEOUT_MS);
+	if (pid < 0)
+		return pid;
+	/* umount waits for the process to be gone, so the filesystem under
+	 * the layers can be unmounted right after it */
+	snprintf(pidtext, sizeof(pidtext), "%d\n", (int)pid);
+	rundir = open(ovs_run_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = rundir < 0 ? -errno :
+	     ovs_write_file_atomic(rundir, strrchr(pidfile, '/') + 1, pidtext, strlen(pidtext),
+				   0644);
+	if (rundir >= 0)
+		close(rundir);
+	if (rc < 0)
+		fprintf(stderr, "%s: mount: warning: cannot record the view's pid in %s; "
+			"umount will not wait for it to exit\n", ovs_progname, pidfile);
+	return 0;
+}
+
+/* ---- a --kernel view ------------------------------------------------------------ */
+
+static int fsconfig_str(int fsfd, const char *key, const char *value)
+{
+	if (syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key, value, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Stock overlayfs over U_k:...:U_n:SRC through the new mount API: one
+ * "lowerdir+" per layer, so a stack of hundreds of layers is not limited by
+ * the 4 KiB page of a mount(2) option string.
+ */
+static int mount_kernel_view(struct ovs_volume *v, size_t first, uint64_t id,
+			     const char *target, const struct view_mount_opts *o)
+{
+	char *source = ovs_view_source(ovs_volume_source(v), id);
+	char upper[PATH_MAX];
+	int fsfd, mfd = -1, rc = 0;
+
+	if (!source)
+		return ovs_err(ENOMEM, "out of memory");
+	fsfd = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fsfd < 0) {
+		rc = ovs_err(errno, "fsopen overlay: %m");
+		goto out;
+	}
+	rc = fsconfig_str(fsfd, "source", source);
+	for (size_t i = first; rc == 0 && i < ovs_snapshot_count(v); i++) {
+		rc = ovs_snapshot_upper(v, ovs_snapshot_at(v, i)->id, upper, sizeof(upper));
+		if (rc == 0)
+			rc = fsconfig_str(fsfd, "lowerdir+", upper);
+	}
+	if (rc == 0)
+		rc = fsconfig_str(fsfd, "lowerdir+", ovs_volume_source(v));
+	if (rc == 0 && syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		char msg[512];
+		ssize_t n;
+
+		/* the kernel says why in the fs context's log */
+		n = read(fsfd, msg, sizeof(msg) - 1);
+		if (n > 2) {
+			msg[n] = 0;
+			msg[strcspn(msg, "\n")] = 0;
+			rc = ovs_err(-rc, "overlayfs: %s", msg + 2);
+		} else {
+			rc = ovs_err(-rc, "overlayfs: %s", strerror(-rc));
+		}
+		goto out;
+	}
+	mfd = syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, o->attr);
+	if (mfd < 0) {
+		rc = ovs_err(errno, "fsmount: %m");
+		goto out;
+	}
+	if (syscall(SYS_move_mount, mfd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		rc = ovs_err(errno, "move_mount to %s: %m", target);
+out:
+	if (mfd >= 0)
+		close(mfd);
+	if (fsfd >= 0)
+		close(fsfd);
+	free(source);
+	return rc;
+}
+
 int cmd_mount(int argc, const char **argv)
 {
+	struct view_mount_opts vo = { 0 };
+	const struct ovs_snapshot *snap;
+	struct ovs_volume *v = NULL;
+	char *src = NULL, *target = NULL;
+	const char **args;
+	size_t first = 0;
 	poptContext pc;
-	int status;
+	int nargs, status, rc;
 
 	pc = ovs_popt_parse("mount", argc, argv, mount_options, "SRC SNAP TARGET", &status);
 	if (!pc)
 		return status;
+	args = ovs_popt_args(pc, "mount", 3, 3, &nargs, &status);
+	if (!args)
+		goto out;
+	status = EXIT_FAIL;
+	if (parse_view_options(opt_options, &vo) < 0) {
+		status = EXIT_USAGE;
+		goto out;
+	}
+	src = ovs_resolve_source("mount", args[0]);
+	if (!src)
+		goto out;
+	rc = ovs_volume_open(src, &v);
+	if (rc == 0)
+		rc = ovs_registry_load(v);
+	if (rc < 0) {
+		ovs_error_lib(rc, "mount %s", src);
+		goto out;
+	}
+	rc = ovs_snapshot_resolve(v, args[1], &snap);
+	if (rc < 0) {
+		ovs_error_lib(rc, "mount %s %s", src, args[1]);
+		goto out;
+	}
+	target = check_target(args[2], v);
+	if (!target)
+		goto out;
+	if (opt_kernel) {
+		if (ovs_volume_active(v) || ovs_daemon_running(v)) {
+			ovs_error("mount --kernel: %s is active: overlayfs cannot follow layers "
+				  "that change under it (run 'ovsnap deactivate %s' first, or "
+				  "mount without --kernel)", src, src);
+			goto out;
+		}
+		while (ovs_snapshot_at(v, first)->id != snap->id)
+			first++;
+		rc = mount_kernel_view(v, first, snap->id, target, &vo);
+	} else {
+		rc = mount_daemon_view(v, snap->id, target, &vo);
+	}
+	if (rc < 0) {
+		ovs_error_lib(rc, "mount %s %s at %s", src, args[1], target);
+		goto out;
+	}
+	status = EXIT_OK;
+out:
+	free(vo.fuse);
+	free(target);
+	free(src);
+	if (v)
+		ovs_volume_unref(v);
 	poptFreeContext(pc);
-	return ovs_not_built("mount");
+	return status;
 }

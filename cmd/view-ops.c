@@ -1,0 +1,783 @@
+/*
+ * The FUSE requests of a snapshot view (libfuse3 low-level API).  Every
+ * answer that involved SRC is validated as view.h explains; every request
+ * that would change something fails with EROFS.
+ *
+ * Inodes are keyed by path: a snapshot never renames anything, so a path
+ * names the same object for the whole life of the view.  Hard links of
+ * the snapshot are separate FUSE inodes with the same st_ino and st_nlink,
+ * which is what stat(2)-based tools (tar, rsync, cp -a, find) go by.
+ */
+#define FUSE_USE_VERSION 314
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "view.h"
+#include "preserve.h"
+
+#define VIEW(req) ((struct view *)fuse_req_userdata(req))
+
+/* ---- inodes --------------------------------------------------------------- */
+
+struct vnode {
+	struct vnode *hnext;
+	uint64_t nlookup;
+	uint64_t hash;
+	char *path;
+};
+
+#define NODE_BUCKETS 65536
+static struct vnode *node_table[NODE_BUCKETS];
+static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vnode root_node = { .path = "" };
+
+static uint64_t path_hash(const char *p)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static struct vnode *node_of(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &root_node : (struct vnode *)(uintptr_t)ino;
+}
+
+static fuse_ino_t node_id(struct vnode *n)
+{
+	return n == &root_node ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+/* The node of path with one more lookup reference. */
+static struct vnode *node_get(const char *path)
+{
+	uint64_t h = path_hash(path);
+	struct vnode *n;
+
+	pthread_mutex_lock(&node_lock);
+	for (n = node_table[h % NODE_BUCKETS]; n; n = n->hnext)
+		if (n->hash == h && strcmp(n->path, path) == 0)
+			break;
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		if (n && !(n->path = strdup(path))) {
+			free(n);
+			n = NULL;
+		}
+		if (n) {
+			n->hash = h;
+			n->hnext = node_table[h % NODE_BUCKETS];
+			node_table[h % NODE_BUCKETS] = n;
+		}
+	}
+	if (n)
+		n->nlookup++;
+	pthread_mutex_unlock(&node_lock);
+	return n;
+}
+
+static void node_forget(fuse_ino_t ino, uint64_t nlookup)
+{
+	struct vnode *n = node_of(ino), **pp;
+
+	if (n == &root_node)
+		return;
+	pthread_mutex_lock(&node_lock);
+	n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
+	if (n->nlookup == 0) {
+		for (pp = &node_table[n->hash % NODE_BUCKETS]; *pp; pp = &(*pp)->hnext)
+			if (*pp == n) {
+				*pp = n->hnext;
+				break;
+			}
+		free(n->path);
+		free(n);
+	}
+	pthread_mutex_unlock(&node_lock);
+}
+
+static char *child_path(const char *dir, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
+		return NULL;
+	return p;
+}
+
+/* ---- resolution with validation ------------------------------------------ */
+
+/*
+ * Resolve path and stat it as the view shows it.  Answers that came from
+ * SRC (including "no such file") are checked after the fact and redone
+ * from a refreshed layer list when the live daemon covered the path
+ * meanwhile.  The stack used is returned referenced in *sp (when sp).
+ */
+static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
+			 struct stat *st, struct view_stack **sp)
+{
+	for (;;) {
+		struct view_stack *s;
+		int rc = view_stack_get(vw, &s);
+
+		if (rc < 0)
+			return rc;
+		rc = view_resolve(s, path, o);
+		if ((rc == 0 && o->layer != VIEW_SRC) ||
+		    ((rc == 0 || rc == -ENOENT) && view_src_answer_valid(vw, s, path, &s->gen)) ||
+		    (rc < 0 && rc != -ENOENT)) {
+			if (rc == 0 && st) {
+				view_fill_stat(s, path, o, st);
+				/* overlayfs shows merged directories with nlink 1 ("unknown") */
+				if (S_ISDIR(st->st_mode) && (o->merges_src || o->layer != VIEW_SRC))
+					st->st_nlink = 1;
+			}
+			if (sp && rc == 0)
+				*sp = s;
+			else
+				view_stack_put(s);
+			return rc;
+		}
+		view_stack_put(s);
+		view_refresh(vw);
+	}
+}
+
+/* ---- lookups and attributes ---------------------------------------------- */
+
+static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct view *vw = VIEW(req);
+	struct fuse_entry_param e = { 0 };
+	struct view_obj o;
+	struct vnode *n;
+	char *path = child_path(node_of(parent)->path, name);
+	int rc;
+
+	if (!path) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = resolve_valid(vw, path, &o, &e.attr, NULL);
+	if (rc == -ENOENT) {
+		/* a negative entry is as final as a positive one */
+		e.ino = 0;
+		e.entry_timeout = vw->timeout;
+		fuse_reply_entry(req, &e);
+		free(path);
+		return;
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		free(path);
+		return;
+	}
+	n = node_get(path);
+	free(path);
+	if (!n) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	e.ino = node_id(n);
+	e.attr_timeout = vw->timeout;
+	e.entry_timeout = vw->timeout;
+	if (fuse_reply_entry(req, &e) != 0)
+		node_forget(e.ino, 1);
+}
+
+static void vop_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	node_forget(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void vop_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		node_forget(f[i].ino, f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void vop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct view *vw = VIEW(req);
+	struct view_obj o;
+	struct stat st;
+	int rc = resolve_valid(vw, node_of(ino)->path, &o, &st, NULL);
+
+	if (rc < 0)
+		fuse_reply_err(req, rc == -ENOENT ? ESTALE : -rc);
+	else
+		fuse_reply_attr(req, &st, vw->timeout);
+}
+
+static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct view *vw = VIEW(req);
+	const char *path = node_of(ino)->path;
+	char buf[PATH_MAX + 1];
+
+	for (;;) {
+		struct view_stack *s;
+		struct view_obj o;
+		ssize_t n;
+		int rc = resolve_valid(vw, path, &o, NULL, &s);
+
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		n = readlinkat(view_obj_dirfd(s, &o), path, buf, sizeof(buf) - 1);
+		rc = n < 0 ? errno : 0;
+		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+			view_stack_put(s);
+			view_refresh(vw);
+			continue;
+		}
+		view_stack_put(s);
+		if (rc) {
+			fuse_reply_err(req, rc);
+		} else {
+			buf[n] = 0;
+			fuse_reply_readlink(req, buf);
+		}
+		return;
+	}
+}
+
+static void vop_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(VIEW(req)->srcfd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+struct vfile {
+	pthread_mutex_t lock;
+	int fd;
+	int old_fd;		/* SRC's fd after the switch (a read may still use it) */
+	bool from_src;		/* still backed by SRC: every read is validated */
+	const char *path;	/* the node's, which outlives the handle */
+};
+
+/* Open path's object as the view resolves it now; *from_src says whether
+ * the fd is SRC's file.  The open itself is validated like any answer. */
+static int open_current(struct view *vw, const char *path, int flags, bool *from_src)
+{
+	for (;;) {
+		struct view_stack *s;
+		struct view_obj o;
+		int fd, rc = resolve_valid(vw, path, &o, NULL, &s);
+
+		if (rc < 0)
+			return rc;
+		fd = view_open_obj(s, path, &o, flags);
+		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+			if (fd >= 0)
+				close(fd);
+			view_stack_put(s);
+			view_refresh(vw);
+			continue;
+		}
+		view_stack_put(s);
+		*from_src = o.layer == VIEW_SRC;
+		return fd;
+	}
+}
+
+static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct view *vw = VIEW(req);
+	struct vfile *f;
+	bool from_src;
+	int fd;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fd = open_current(vw, node_of(ino)->path, O_RDONLY, &from_src);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(fd);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	f->fd = fd;
+	f->old_fd = -1;
+	f->from_src = from_src;
+	f->path = node_of(ino)->path;
+	fi->fh = (uintptr_t)f;
+	/* the content of a snapshot never changes */
+	fi->keep_cache = 1;
+	/*
+	 * Seam for FUSE passthrough (libfuse 3.17+, HAVE_FUSE_PASSTHROUGH): a
+	 * file that lives in a layer could be handed to the kernel with
+	 * fuse_passthrough_open(req, fd) and fi->backing_id, so reads never
+	 * reach this process.  A file still backed by SRC must not: its reads
+	 * have to be validated here.
+	 */
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		close(fd);
+		free(f);
+	}
+}
+
+/* The handle's fd, switched to the layer copy for good when the live
+ * daemon has covered the path since the open. */
+static int switch_to_layer(struct view *vw, struct vfile *f)
+{
+	bool from_src;
+	int fd;
+
+	view_refresh(vw);
+	fd = open_current(vw, f->path, O_RDONLY, &from_src);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&f->lock);
+	if (f->from_src && !from_src) {
+		/* a concurrent read may still use the old fd: keep it open
+		 * until release (it is never trusted again) */
+		f->old_fd = f->fd;
+		f->fd = fd;
+		f->from_src = false;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct view *vw = VIEW(req);
+	struct vfile *f = (struct vfile *)(uintptr_t)fi->fh;
+	char *buf = NULL;
+
+	for (;;) {
+		struct view_stack *s;
+		bool from_src;
+		ssize_t n;
+		int fd, rc;
+
+		pthread_mutex_lock(&f->lock);
+		fd = f->fd;
+		from_src = f->from_src;
+		pthread_mutex_unlock(&f->lock);
+		if (!from_src) {
+			/* a layer copy never changes: let libfuse splice it */
+			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+
+			free(buf);
+			bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			bv.buf[0].fd = fd;
+			bv.buf[0].pos = off;
+			fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+			return;
+		}
+		rc = view_stack_get(vw, &s);
+		if (rc < 0) {
+			free(buf);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		if (!buf && !(buf = malloc(size ? size : 1))) {
+			view_stack_put(s);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n = pread(fd, buf, size, off);
+		rc = n < 0 ? errno : 0;
+		if (view_src_answer_valid(vw, s, f->path, &s->gen)) {
+			view_stack_put(s);
+			if (rc)
+				fuse_reply_err(req, rc);
+			else
+				fuse_reply_buf(req, buf, n);
+			free(buf);
+			return;
+		}
+		view_stack_put(s);
+		rc = switch_to_layer(vw, f);
+		if (rc < 0) {
+			free(buf);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+}
+
+static void vop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vfile *f = (struct vfile *)(uintptr_t)fi->fh;
+
+	close(f->fd);
+	if (f->old_fd >= 0)
+		close(f->old_fd);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- directories ------------------------------------------------------------ */
+
+struct vdir {
+	struct view_dirent *ents;
+	size_t n;
+	ino_t self_ino, parent_ino;
+};
+
+/*
+ * The whole merged listing is taken at opendir and validated once: a
+ * directory handle then shows one consistent snapshot listing however the
+ * live directory changes while it is being read.
+ */
+static void vop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct view *vw = VIEW(req);
+	const char *path = node_of(ino)->path;
+	struct vdir *d = calloc(1, sizeof(*d));
+
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (;;) {
+		struct view_stack *s;
+		struct view_obj o;
+		struct stat st;
+		bool from_src = false, touched;
+		struct view_gen g;
+		uint64_t sig;
+		int rc;
+
+		rc = view_stack_get(vw, &s);
+		if (rc < 0) {
+			free(d);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		sig = view_newest_signature(s, path);
+		rc = view_resolve(s, path, &o);
+		if (rc == 0 && !S_ISDIR(o.st.st_mode))
+			rc = -ENOTDIR;
+		if (rc == 0) {
+			view_fill_stat(s, path, &o, &st);
+			d->self_ino = st.st_ino;
+			rc = view_list(s, path, &d->ents, &d->n, &from_src);
+		}
+		/* the listing involved SRC unless it came from layers only */
+		touched = rc == -ENOENT || (rc == 0 && (o.layer == VIEW_SRC || o.merges_src));
+		if (!touched || (view_gen_read(vw, &g) == 0 && view_gen_equal(&g, &s->gen) &&
+				 view_newest_signature(s, path) == sig)) {
+			view_stack_put(s);
+			if (rc < 0) {
+				free(d);
+				fuse_reply_err(req, -rc);
+				return;
+			}
+			break;
+		}
+		view_stack_put(s);
+		view_list_free(d->ents, d->n);
+		d->ents = NULL;
+		d->n = 0;
+		view_refresh(vw);
+	}
+	d->parent_ino = d->self_ino;
+	if (*path) {
+		char *parent = strdup(path), *slash;
+		struct view_obj po;
+		struct stat pst;
+
+		if (parent) {
+			slash = strrchr(parent, '/');
+			if (slash)
+				*slash = 0;
+			else
+				parent[0] = 0;
+			if (resolve_valid(vw, parent, &po, &pst, NULL) == 0)
+				d->parent_ino = pst.st_ino;
+			free(parent);
+		}
+	}
+	fi->fh = (uintptr_t)d;
+	fi->keep_cache = 1;
+	fi->cache_readdir = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		view_list_free(d->ents, d->n);
+		free(d);
+	}
+}
+
+static void vop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct vdir *d = (struct vdir *)(uintptr_t)fi->fh;
+	char *buf = malloc(size), *p = buf;
+	size_t left = size;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* offsets: 1 = after ".", 2 = after "..", 2 + i + 1 after entry i */
+	for (off_t i = off; i < (off_t)d->n + 2; i++) {
+		struct stat st = { 0 };
+		const char *name;
+		size_t len;
+
+		if (i == 0) {
+			name = ".";
+			st.st_ino = d->self_ino;
+			st.st_mode = S_IFDIR;
+		} else if (i == 1) {
+			name = "..";
+			st.st_ino = d->parent_ino;
+			st.st_mode = S_IFDIR;
+		} else {
+			name = d->ents[i - 2].name;
+			st.st_ino = d->ents[i - 2].ino;
+			st.st_mode = DTTOIF(d->ents[i - 2].type);
+		}
+		len = fuse_add_direntry(req, p, left, name, &st, i + 1);
+		if (len > left)
+			break;
+		p += len;
+		left -= len;
+	}
+	fuse_reply_buf(req, buf, size - left);
+	free(buf);
+}
+
+static void vop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vdir *d = (struct vdir *)(uintptr_t)fi->fh;
+
+	view_list_free(d->ents, d->n);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- extended attributes ------------------------------------------------------ */
+
+/*
+ * What the view shows of a layer copy's xattrs: escaped user xattrs
+ * (trusted.overlay.overlay.X) as trusted.overlay.X, other
+ * trusted.overlay.* (ovsnap's and overlayfs' own) not at all.  SRC's
+ * objects show their xattrs as they are.
+ */
+static bool shown_xattr(const char *stored, bool in_layer, char *shown, size_t len)
+{
+	if (!in_layer || strncmp(stored, OVL_XATTR_PREFIX, strlen(OVL_XATTR_PREFIX)) != 0) {
+		snprintf(shown, len, "%s", stored);
+		return true;
+	}
+	if (strncmp(stored, OVL_XATTR_ESCAPE, strlen(OVL_XATTR_ESCAPE)) != 0)
+		return false;
+	snprintf(shown, len, "%s%s", OVL_XATTR_PREFIX, stored + strlen(OVL_XATTR_ESCAPE));
+	return true;
+}
+
+static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct view *vw = VIEW(req);
+	const char *path = node_of(ino)->path;
+	char stored[XATTR_NAME_MAX + 32];
+	char *buf = NULL;
+
+	for (;;) {
+		struct view_stack *s;
+		struct view_obj o;
+		ssize_t n;
+		int rc = resolve_valid(vw, path, &o, NULL, &s);
+
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		if (o.layer != VIEW_SRC &&
+		    strncmp(name, OVL_XATTR_PREFIX, strlen(OVL_XATTR_PREFIX)) == 0)
+			snprintf(stored, sizeof(stored), "%s%s", OVL_XATTR_ESCAPE,
+				 name + strlen(OVL_XATTR_PREFIX));
+		else
+			snprintf(stored, sizeof(stored), "%s", name);
+		free(buf);
+		buf = size ? malloc(size) : NULL;
+		if (size && !buf) {
+			view_stack_put(s);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n = ovs_lgetxattrat(view_obj_dirfd(s, &o), *path ? path : ".", stored, buf, size);
+		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+			view_stack_put(s);
+			view_refresh(vw);
+			continue;
+		}
+		view_stack_put(s);
+		if (n < 0)
+			fuse_reply_err(req, n == -ENODATA || n == -EOPNOTSUPP ? ENODATA : (int)-n);
+		else if (size == 0)
+			fuse_reply_xattr(req, n);
+		else
+			fuse_reply_buf(req, buf, n);
+		free(buf);
+		return;
+	}
+}
+
+static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct view *vw = VIEW(req);
+	const char *path = node_of(ino)->path;
+
+	for (;;) {
+		struct view_stack *s;
+		struct view_obj o;
+		char *raw = NULL, *out = NULL;
+		size_t outlen = 0;
+		ssize_t n;
+		int rc = resolve_valid(vw, path, &o, NULL, &s);
+
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".", NULL, 0);
+		if (n > 0) {
+			raw = malloc(n + 1);
+			out = malloc(n + 1);
+			if (!raw || !out)
+				n = -ENOMEM;
+			else
+				n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".",
+						     raw, n);
+		}
+		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+			free(raw);
+			free(out);
+			view_stack_put(s);
+			view_refresh(vw);
+			continue;
+		}
+		for (ssize_t i = 0; n > 0 && i < n; i += strlen(raw + i) + 1) {
+			char shown[XATTR_NAME_MAX + 32];
+
+			if (shown_xattr(raw + i, o.layer != VIEW_SRC, shown, sizeof(shown))) {
+				strcpy(out + outlen, shown);
+				outlen += strlen(shown) + 1;
+			}
+		}
+		view_stack_put(s);
+		if (n < 0 && n != -ENODATA && n != -EOPNOTSUPP)
+			fuse_reply_err(req, (int)-n);
+		else if (size == 0)
+			fuse_reply_xattr(req, outlen);
+		else if (outlen > size)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, out, outlen);
+		free(raw);
+		free(out);
+		return;
+	}
+}
+
+/* ---- everything that would change the snapshot ------------------------------ */
+
+static void erofs(fuse_req_t req)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void vop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			 struct fuse_file_info *fi) { erofs(req); }
+static void vop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       dev_t rdev) { erofs(req); }
+static void vop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{ erofs(req); }
+static void vop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) { erofs(req); }
+static void vop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) { erofs(req); }
+static void vop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			 const char *name) { erofs(req); }
+static void vop_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			fuse_ino_t newparent, const char *newname, unsigned int flags)
+{ erofs(req); }
+static void vop_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		      const char *newname) { erofs(req); }
+static void vop_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		       off_t off, struct fuse_file_info *fi) { erofs(req); }
+static void vop_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			  const char *value, size_t size, int flags) { erofs(req); }
+static void vop_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{ erofs(req); }
+static void vop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			struct fuse_file_info *fi) { erofs(req); }
+static void vop_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			   off_t length, struct fuse_file_info *fi) { erofs(req); }
+
+static void vop_init(void *userdata, struct fuse_conn_info *conn)
+{
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	/* the kernel must not cache writes it will never be allowed */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+const struct fuse_lowlevel_ops view_ops = {
+	.init = vop_init,
+	.lookup = vop_lookup,
+	.forget = vop_forget,
+	.forget_multi = vop_forget_multi,
+	.getattr = vop_getattr,
+	.readlink = vop_readlink,
+	.statfs = vop_statfs,
+	.open = vop_open,
+	.read = vop_read,
+	.release = vop_release,
+	.opendir = vop_opendir,
+	.readdir = vop_readdir,
+	.releasedir = vop_releasedir,
+	.getxattr = vop_getxattr,
+	.listxattr = vop_listxattr,
+	.setattr = vop_setattr,
+	.mknod = vop_mknod,
+	.mkdir = vop_mkdir,
+	.unlink = vop_unlink,
+	.rmdir = vop_rmdir,
+	.symlink = vop_symlink,
+	.rename = vop_rename,
+	.link = vop_link,
+	.write = vop_write,
+	.setxattr = vop_setxattr,
+	.removexattr = vop_removexattr,
+	.create = vop_create,
+	.fallocate = vop_fallocate,
+};

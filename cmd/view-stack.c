@@ -1,0 +1,487 @@
+/*
+ * The layer list of a viewed snapshot, kept current without any lock
+ * shared with the snapshot-mount daemon: see the coherence argument in
+ * view.h.  Path resolution itself is the library's resolver.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libmount.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "view.h"
+#include "preserve.h"
+#include "preserve-int.h"
+
+/* ---- SRC's real root ---------------------------------------------------- */
+
+/*
+ * While the volume is active, SRC is covered by the snapshot mount.  The
+ * view must read the real directory below it, without going through the
+ * daemon: clone the mount that holds SRC (without its submounts, so the
+ * snapshot mount is not part of the clone) and walk to SRC inside it.
+ */
+static int open_real_src(const char *src)
+{
+	struct ovs_mountinfo mi;
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	const char *rel;
+	int treefd, fd, rc;
+
+	rc = ovs_mount_find(src, &mi);
+	if (rc < 0)
+		return rc;
+	rel = src + strlen(mi.target);
+	while (*rel == '/')
+		rel++;
+	if (!*rel) {
+		/* SRC is the root of its own mount (a --store volume): the
+		 * clone of the top mount would be the snapshot mount itself. */
+		ovs_mountinfo_clear(&mi);
+		fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		return fd < 0 ? ovs_err(errno, "cannot open %s: %m", src) : fd;
+	}
+	treefd = syscall(SYS_open_tree, AT_FDCWD, mi.target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (treefd < 0) {
+		rc = ovs_err(errno, "cannot clone the mount %s: %m", mi.target);
+		ovs_mountinfo_clear(&mi);
+		return rc;
+	}
+	fd = syscall(SYS_openat2, treefd, rel, &how, sizeof(how));
+	rc = errno;
+	close(treefd);
+	ovs_mountinfo_clear(&mi);
+	if (fd < 0)
+		return ovs_err(rc, "cannot open %s below its snapshot mount: %s", src, strerror(rc));
+	return fd;
+}
+
+/* ---- generations and stacks ------------------------------------------- */
+
+int view_gen_read(struct view *vw, struct view_gen *g)
+{
+	struct stat st;
+
+	if (fstatat(vw->storefd, OVS_REGISTRY_FILE, &st, 0) < 0)
+		return -errno;
+	g->dev = st.st_dev;
+	g->ino = st.st_ino;
+	g->mtime = st.st_mtim;
+	return 0;
+}
+
+bool view_gen_equal(const struct view_gen *a, const struct view_gen *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+void view_stack_put(struct view_stack *s)
+{
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+		return;
+	for (size_t i = 0; i < s->nlayers; i++)
+		if (s->layerfd[i] >= 0)
+			close(s->layerfd[i]);
+	if (s->rs)
+		ovs_rstack_free(s->rs);
+	free(s->layerfd);
+	free(s->ids);
+	free(s);
+}
+
+/*
+ * Build the stack from the registry.  The generation is read BEFORE the
+ * registry: if the registry changes while we read it, the stack carries
+ * the older generation and the next validation refreshes again.
+ */
+static int build_stack(struct view *vw, struct view_stack **out)
+{
+	struct view_stack *s;
+	struct view_gen g;
+	size_t n, first = SIZE_MAX;
+	int rc;
+
+	rc = view_gen_read(vw, &g);
+	if (rc < 0)
+		return ovs_err(-rc, "cannot stat the registry: %s", strerror(-rc));
+	rc = ovs_registry_load(vw->vol);
+	if (rc < 0)
+		return rc;
+	n = ovs_snapshot_count(vw->vol);
+	for (size_t i = 0; i < n; i++)
+		if (ovs_snapshot_at(vw->vol, i)->id == vw->snap_id)
+			first = i;
+	if (first == SIZE_MAX)
+		return ovs_err(ESTALE, "snapshot %" PRIu64 " no longer exists", vw->snap_id);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->refs = 1;
+	s->srcfd = vw->srcfd;
+	s->gen = g;
+	s->nlayers = n - first;
+	/* one more slot: the resolver takes the layers and SRC as one array */
+	s->layerfd = calloc(s->nlayers + 1, sizeof(int));
+	s->ids = calloc(s->nlayers, sizeof(uint64_t));
+	if (!s->layerfd || !s->ids) {
+		free(s->layerfd);
+		free(s->ids);
+		free(s);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i <= s->nlayers; i++)
+		s->layerfd[i] = -1;
+	for (size_t i = 0; i < s->nlayers; i++) {
+		char upper[PATH_MAX];
+
+		s->ids[i] = ovs_snapshot_at(vw->vol, first + i)->id;
+		rc = ovs_snapshot_upper(vw->vol, s->ids[i], upper, sizeof(upper));
+		if (rc < 0)
+			goto fail;
+		s->layerfd[i] = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (s->layerfd[i] < 0) {
+			rc = ovs_err(errno, "cannot open layer %s: %m", upper);
+			goto fail;
+		}
+	}
+	s->layerfd[s->nlayers] = vw->srcfd;
+	rc = ovs_rstack_new(s->layerfd, s->nlayers, vw->srcfd, &s->rs);
+	if (rc < 0)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	s->layerfd[s->nlayers] = -1;
+	view_stack_put(s);
+	return rc;
+}
+
+int view_refresh(struct view *vw)
+{
+	struct view_stack *s, *old;
+	int rc;
+
+	pthread_mutex_lock(&vw->lock);
+	rc = build_stack(vw, &s);
+	if (rc == 0) {
+		old = vw->stack;
+		vw->stack = s;
+		view_stack_put(old);
+	} else if (rc == -ESTALE) {
+		vw->stale = true;
+	}
+	pthread_mutex_unlock(&vw->lock);
+	if (rc < 0 && rc != -ESTALE)
+		fprintf(stderr, "ovsnap-viewd: refresh: %s\n", ovs_last_error());
+	return rc;
+}
+
+int view_stack_get(struct view *vw, struct view_stack **out)
+{
+	struct view_gen g = { 0 };
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		pthread_mutex_lock(&vw->lock);
+		if (vw->stale) {
+			pthread_mutex_unlock(&vw->lock);
+			return -ESTALE;
+		}
+		if (view_gen_read(vw, &g) == 0 && view_gen_equal(&g, &vw->stack->gen)) {
+			__atomic_add_fetch(&vw->stack->refs, 1, __ATOMIC_ACQ_REL);
+			*out = vw->stack;
+			pthread_mutex_unlock(&vw->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&vw->lock);
+		rc = view_refresh(vw);
+		if (rc < 0 && (rc == -ESTALE || tries > 100))
+			return rc;
+	}
+}
+
+int view_open(struct view *vw, const char *src, uint64_t id)
+{
+	int rc;
+
+	memset(vw, 0, sizeof(*vw));
+	vw->srcfd = vw->storefd = -1;
+	vw->snap_id = id;
+	pthread_mutex_init(&vw->lock, NULL);
+	vw->src = strdup(src);
+	if (!vw->src)
+		return -ENOMEM;
+	rc = ovs_volume_open(src, &vw->vol);
+	if (rc < 0)
+		return rc;
+	vw->storefd = open(ovs_volume_store(vw->vol), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (vw->storefd < 0)
+		return ovs_err(errno, "cannot open the store %s: %m", ovs_volume_store(vw->vol));
+	rc = open_real_src(src);
+	if (rc < 0)
+		return rc;
+	vw->srcfd = rc;
+	pthread_mutex_lock(&vw->lock);
+	rc = build_stack(vw, &vw->stack);
+	pthread_mutex_unlock(&vw->lock);
+	return rc;
+}
+
+void view_close(struct view *vw)
+{
+	view_stack_put(vw->stack);
+	if (vw->srcfd >= 0)
+		close(vw->srcfd);
+	if (vw->storefd >= 0)
+		close(vw->storefd);
+	if (vw->vol)
+		ovs_volume_unref(vw->vol);
+	free(vw->src);
+	pthread_mutex_destroy(&vw->lock);
+}
+
+/* ---- resolution and validation ------------------------------------------ */
+
+int view_resolve(struct view_stack *s, const char *path, struct view_obj *o)
+{
+	struct ovs_rentry e;
+	int rc = ovs_resolve_lookup(s->rs, path, &e);
+
+	if (rc == -ENOTDIR)
+		return -ENOENT;	/* below a non-directory: no such object */
+	if (rc < 0)
+		return rc;
+	if (e.kind != OVS_R_ENTRY)
+		return -ENOENT;
+	memset(o, 0, sizeof(*o));
+	o->layer = e.layer == (int)s->nlayers ? VIEW_SRC : e.layer;
+	o->st = e.st;
+	o->merges_src = S_ISDIR(e.st.st_mode) && o->layer != VIEW_SRC &&
+			e.lowest == (int)s->nlayers;
+	return 0;
+}
+
+int view_obj_dirfd(struct view_stack *s, const struct view_obj *o)
+{
+	return o->layer == VIEW_SRC ? s->srcfd : s->layerfd[o->layer];
+}
+
+/*
+ * Whether path is covered in U_n, by the engine's own definition (an entry
+ * at path, or an ancestor that is a whiteout, a non-directory or an opaque
+ * directory).  Only the upper fd of a layer is needed to ask, so a
+ * read-only stand-in of the engine's layer does.
+ */
+static int covered_in_newest(struct view_stack *s, const char *path)
+{
+	struct ovs_layer l = {
+		.srcfd = -1,
+		.upperfd = s->layerfd[s->nlayers - 1],
+		.workfd = -1,
+	};
+
+	return ovs_covered(&l, path);
+}
+
+bool view_src_answer_valid(struct view *vw, struct view_stack *s, const char *path,
+			   const struct view_gen *g)
+{
+	struct view_gen now = { 0 };
+
+	if (view_gen_read(vw, &now) < 0 || !view_gen_equal(&now, g))
+		return false;
+	return covered_in_newest(s, path) == 0;
+}
+
+/* FNV-1a over what U_n holds at path: whether it is there, what it is,
+ * and its entries.  Preserving anything inside a directory adds an entry
+ * (or the directory itself) in U_n, so a listing from SRC is still right
+ * when the signature did not move. */
+uint64_t view_newest_signature(struct view_stack *s, const char *path)
+{
+	int top = s->layerfd[s->nlayers - 1];
+	uint64_t h = 1469598103934665603ULL;
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+#define MIX(p, len) do { const unsigned char *_c = (const void *)(p); \
+	for (size_t _i = 0; _i < (len); _i++) { h ^= _c[_i]; h *= 1099511628211ULL; } } while (0)
+	if (*path && covered_in_newest(s, path) == 0)
+		return h;	/* nothing at path in U_n */
+	if (fstatat(top, *path ? path : ".", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		/* covered by an ancestor (whiteout, file, opaque dir) */
+		MIX("ancestor", 8);
+		return h;
+	}
+	MIX(&st.st_ino, sizeof(st.st_ino));
+	MIX(&st.st_mode, sizeof(st.st_mode));
+	if (!S_ISDIR(st.st_mode))
+		return h;
+	if (ovl_is_opaque_at(top, *path ? path : ".") == 1)
+		MIX("opaque", 6);
+	fd = openat(top, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		MIX("unreadable", 10);
+		return h;
+	}
+	/* order-independent: sum of per-name hashes */
+	uint64_t sum = 0;
+	while ((de = readdir(d))) {
+		uint64_t e = 1469598103934665603ULL;
+
+		for (const char *c = de->d_name; *c; c++) {
+			e ^= (unsigned char)*c;
+			e *= 1099511628211ULL;
+		}
+		e ^= de->d_ino;
+		e *= 1099511628211ULL;
+		sum += e;
+	}
+	closedir(d);
+	MIX(&sum, sizeof(sum));
+#undef MIX
+	return h;
+}
+
+int view_open_obj(struct view_stack *s, const char *path, const struct view_obj *o,
+		  int flags)
+{
+	struct open_how how = {
+		.flags = flags | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	int fd;
+
+	if (o->layer == VIEW_SRC)
+		how.flags |= O_NOATIME;
+	fd = syscall(SYS_openat2, view_obj_dirfd(s, o), *path ? path : ".", &how, sizeof(how));
+	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
+		how.flags &= ~O_NOATIME;
+		fd = syscall(SYS_openat2, view_obj_dirfd(s, o), *path ? path : ".", &how,
+			     sizeof(how));
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/* ---- what the view shows ---------------------------------------------- */
+
+/* Parse "ino=<n> ctime=<s>.<ns> btime=..." of the origin xattr. */
+static bool read_origin(int dirfd, const char *path, ino_t *ino, struct timespec *ctime)
+{
+	char buf[256];
+	ssize_t n;
+	unsigned long long i, sec, nsec;
+	char *p;
+
+	n = ovs_lgetxattrat(dirfd, *path ? path : ".", OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strstr(buf, "ino=");
+	if (!p || sscanf(p, "ino=%llu", &i) != 1)
+		return false;
+	*ino = i;
+	p = strstr(buf, "ctime=");
+	if (p && sscanf(p, "ctime=%llu.%llu", &sec, &nsec) == 2) {
+		ctime->tv_sec = sec;
+		ctime->tv_nsec = nsec;
+	}
+	return true;
+}
+
+ino_t view_shown_ino(struct view_stack *s, const char *path, const struct view_obj *o)
+{
+	struct timespec ct = o->st.st_ctim;
+	ino_t ino;
+
+	if (o->layer != VIEW_SRC && read_origin(view_obj_dirfd(s, o), path, &ino, &ct))
+		return ino;
+	return o->st.st_ino;
+}
+
+void view_fill_stat(struct view_stack *s, const char *path, const struct view_obj *o,
+		    struct stat *st)
+{
+	struct stat root;
+	ino_t ino;
+
+	*st = o->st;
+	/* the root of every layer stands for SRC's root, whose number never
+	 * changes */
+	if (!*path && fstat(s->srcfd, &root) == 0) {
+		st->st_ino = root.st_ino;
+		return;
+	}
+	if (o->layer != VIEW_SRC && read_origin(view_obj_dirfd(s, o), path, &ino, &st->st_ctim))
+		st->st_ino = ino;
+}
+
+/* ---- merged listings ---------------------------------------------------- */
+
+int view_list(struct view_stack *s, const char *path, struct view_dirent **ents,
+	      size_t *n, bool *from_src)
+{
+	struct ovs_rdirent *re;
+	struct view_dirent *out;
+	size_t cnt;
+	int rc;
+
+	rc = ovs_resolve_readdir(s->rs, path, &re, &cnt);
+	if (rc < 0)
+		return rc;
+	out = calloc(cnt ? cnt : 1, sizeof(*out));
+	if (!out) {
+		ovs_resolve_dirents_free(re, cnt);
+		return -ENOMEM;
+	}
+	*from_src = false;
+	for (size_t i = 0; i < cnt; i++) {
+		struct view_obj o = {
+			.layer = re[i].e.layer == (int)s->nlayers ? VIEW_SRC : re[i].e.layer,
+			.st = re[i].e.st,
+		};
+		char *p;
+
+		/* take the name over: the resolver's copy is ours now */
+		out[i].name = re[i].name;
+		re[i].name = NULL;
+		out[i].type = IFTODT(re[i].e.st.st_mode);
+		if (o.layer == VIEW_SRC) {
+			*from_src = true;
+			out[i].ino = o.st.st_ino;
+		} else if (asprintf(&p, "%s%s%s", path, *path ? "/" : "", out[i].name) >= 0) {
+			/* a copied-up object shows its original inode number */
+			out[i].ino = view_shown_ino(s, p, &o);
+			free(p);
+		} else {
+			out[i].ino = o.st.st_ino;
+		}
+	}
+	ovs_resolve_dirents_free(re, cnt);
+	*ents = out;
+	*n = cnt;
+	return 0;
+}
+
+void view_list_free(struct view_dirent *ents, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+}
