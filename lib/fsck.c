@@ -52,7 +52,6 @@ struct fsck {
 	bool intent_pending;	/* an interrupted operation is still recorded */
 	int treefd;		/* detached clone of SRC's filesystem, or -1 */
 	int srcfd;		/* SRC's real directory (below our mount), or -1 */
-	char snaps_desc[160];	/* "snapshots 1, 3 and 4" */
 };
 
 /* ---- findings ------------------------------------------------------------ */
@@ -130,24 +129,6 @@ static void format_time(int64_t ns, char *buf, size_t len)
 static int64_t ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
-/* "snapshot 3", "snapshots 1 and 3", "snapshots 1, 3 and 4", "all 12 snapshots" */
-static void describe_snapshots(struct fsck *ck)
-{
-	size_t n = ovs_snapshot_count(ck->v), len = 0;
-	char *b = ck->snaps_desc;
-	size_t sz = sizeof(ck->snaps_desc);
-
-	if (n > 8) {
-		snprintf(b, sz, "all %zu snapshots", n);
-		return;
-	}
-	len = snprintf(b, sz, "snapshot%s", n == 1 ? "" : "s");
-	for (size_t i = 0; i < n && len < sz; i++)
-		len += snprintf(b + len, sz - len, "%s%" PRIu64,
-				i == 0 ? " " : i == n - 1 ? " and " : ", ",
-				ovs_snapshot_at(ck->v, i)->id);
 }
 
 /* ---- walking a tree ---------------------------------------------------------- */
@@ -285,7 +266,6 @@ static void check_registry(struct fsck *ck)
 
 	if (rc == 0) {
 		ck->registry_ok = true;
-		describe_snapshots(ck);
 		return;
 	}
 	/* The registry is the only record of which layer belongs to which
@@ -473,8 +453,6 @@ static void check_intent(struct fsck *ck)
 		fx.rc = rc < 0 ? rc : 0;
 		if (rc >= 0 && ovs_registry_load(ck->v) < 0)
 			ck->registry_ok = false;
-		else if (rc >= 0)
-			describe_snapshots(ck);
 	}
 	if (fx.rc != 0)
 		ck->intent_pending = true;
@@ -835,10 +813,47 @@ struct src_ctx {
 	bool check_changes;
 	int64_t since_ns;	/* changes after this were not preserved */
 	const char *since_why;
-	int newest_upperfd;
+	int *upperfds;		/* every snapshot's upper, oldest first */
+	size_t nuppers;
 	struct linked *links;
 	size_t nlinks, alloc;
 };
+
+/*
+ * The snapshots whose view of path shows a change made after they were
+ * taken: walking from the newest layer down, every one until a layer that
+ * preserved path (for a directory: preserved all its entries, i.e. an
+ * opaque copy or a covering ancestor; a plain copy of a directory says
+ * nothing about its entries, and a deletion leaves nothing but the
+ * directory's ctime).  false when none is affected.
+ */
+static bool affected_snapshots(struct fsck *ck, struct src_ctx *sc, const char *path,
+			       bool dir, char *buf, size_t len)
+{
+	size_t first = sc->nuppers, n = sc->nuppers, pos;
+
+	while (first > 0) {
+		int fd = sc->upperfds[first - 1];
+		int cov = fd >= 0 ? layer_covers(fd, path) : 0;
+
+		if (dir ? cov == 2 : cov != 0)
+			break;
+		first--;
+	}
+	if (first == n)
+		return false;
+	if (n - first > 8) {
+		snprintf(buf, len, "%zu snapshots (%" PRIu64 " to %" PRIu64 ")", n - first,
+			 ovs_snapshot_at(ck->v, first)->id, ovs_snapshot_at(ck->v, n - 1)->id);
+		return true;
+	}
+	pos = snprintf(buf, len, "snapshot%s", n - first == 1 ? "" : "s");
+	for (size_t i = first; i < n && pos < len; i++)
+		pos += snprintf(buf + pos, len - pos, "%s%" PRIu64,
+				i == first ? " " : i == n - 1 ? " and " : ", ",
+				ovs_snapshot_at(ck->v, i)->id);
+	return true;
+}
 
 static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
 			    const char *path, const struct stat *st)
@@ -882,24 +897,23 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 			sc->nlinks++;
 	}
 	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns) {
-		int cov = layer_covers(sc->newest_upperfd, path);
-		char when[64];
+		char when[64], affected[160];
+		bool dir = S_ISDIR(st->st_mode);
 
+		if (!affected_snapshots(ck, sc, path, dir, affected, sizeof(affected)))
+			return;
 		format_time(ts_ns(&st->st_ctim), when, sizeof(when));
-		if (!S_ISDIR(st->st_mode) && cov == 0)
+		if (!dir)
 			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
 				"changed at %s while unprotected (%s) and not preserved: "
 				"%s may show its new state instead of the past",
-				when, sc->since_why, ck->snaps_desc);
-		/* A deletion leaves nothing but its directory's ctime, and a
-		 * preserved copy of the directory itself says nothing about
-		 * its entries; only an opaque copy (or a covering ancestor)
-		 * holds all of them. */
-		else if (S_ISDIR(st->st_mode) && cov != 2)
+				when, sc->since_why, affected);
+		else
 			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
-				"directory changed at %s while unprotected (%s): entries "
-				"deleted from it then are missing from %s (possibly incomplete)",
-				when, sc->since_why, ck->snaps_desc);
+				"directory changed at %s while unprotected (%s): if entries "
+				"were deleted from it then, %s miss%s them (possibly incomplete)",
+				when, sc->since_why, affected,
+				strncmp(affected, "snapshots", 9) ? "es" : "");
 	}
 }
 
@@ -932,7 +946,7 @@ static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 
 static void check_src(struct fsck *ck)
 {
-	struct src_ctx sc = { .newest_upperfd = -1 };
+	struct src_ctx sc = { 0 };
 	size_t n = ck->registry_ok ? ovs_snapshot_count(ck->v) : 0;
 
 	if (ck->srcfd < 0)
@@ -940,7 +954,6 @@ static void check_src(struct fsck *ck)
 	if (n > 0) {
 		const struct ovs_snapshot *newest = ovs_snapshot_at(ck->v, n - 1);
 		int64_t deact = ovs_volume_deactivated_ns(ck->v);
-		char dir[PATH_MAX];
 
 		/* Unprotected since the last deactivation, unless a snapshot
 		 * was taken after it; or since the newest snapshot, if the
@@ -954,17 +967,27 @@ static void check_src(struct fsck *ck)
 			sc.since_ns = newest->created_ns;
 			sc.since_why = "the snapshot mount was not running";
 		}
-		if (sc.check_changes &&
-		    ovs_snapshot_upper(ck->v, newest->id, dir, sizeof(dir)) == 0)
-			sc.newest_upperfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-						 O_CLOEXEC);
-		if (sc.newest_upperfd < 0)
-			sc.check_changes = false;
+	}
+	if (sc.check_changes && (sc.upperfds = calloc(n, sizeof(int)))) {
+		sc.nuppers = n;
+		for (size_t i = 0; i < n; i++) {
+			char dir[PATH_MAX];
+
+			sc.upperfds[i] = -1;
+			if (ovs_snapshot_upper(ck->v, ovs_snapshot_at(ck->v, i)->id, dir,
+					       sizeof(dir)) == 0)
+				sc.upperfds[i] = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						      O_CLOEXEC);
+		}
+	} else {
+		sc.check_changes = false;
 	}
 	walk_tree(ck, &sc, ck->srcfd, check_src_entry, "SRC");
 	report_outside_links(ck, &sc);
-	if (sc.newest_upperfd >= 0)
-		close(sc.newest_upperfd);
+	for (size_t i = 0; i < sc.nuppers; i++)
+		if (sc.upperfds[i] >= 0)
+			close(sc.upperfds[i]);
+	free(sc.upperfds);
 }
 
 /* ---- all of it ------------------------------------------------------------- */
