@@ -59,6 +59,9 @@ static struct libscols_table *new_table(const char *const *cols, const int *flag
 
 	if (!tb)
 		return NULL;
+	/* Store folders are named with systemd-escape's \xNN: show the real
+	 * path, not libsmartcols' \x5c for each backslash. */
+	scols_table_enable_noencoding(tb, 1);
 	for (int i = 0; cols[i]; i++)
 		if (!scols_table_new_column(tb, cols[i], 0, flags[i])) {
 			scols_unref_table(tb);

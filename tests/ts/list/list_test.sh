@@ -20,10 +20,10 @@ ISO_LOCAL='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{2}:[0-
 norm_utc() { sed -E "s/\"created\": \"$ISO_UTC\"/\"created\": \"T\"/g"; }
 norm_table() { sed -E "s/$ISO_LOCAL/T/g; s/ +/ /g; s/^ //; s/ $//"; }
 
-# Store paths hold backslashes (systemd-escape): JSON doubles them and
-# libsmartcols shows them as \x5c, as findmnt does.
+# Store paths hold backslashes (systemd-escape): JSON doubles them, the
+# table shows them as they are.
 json_esc() { printf '%s' "$1" | sed 's/\\/\\\\/g'; }
-table_esc() { printf '%s' "$1" | sed 's/\\/\\x5c/g'; }
+table_esc() { printf '%s' "$1"; }
 
 # The only volume folder of the default store on $OVS_MNT.
 store_of() {
