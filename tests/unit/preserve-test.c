@@ -323,7 +323,8 @@ int main(int argc, char **argv)
 	if (srcfd < 0)
 		return fail(argv[2], -errno);
 	rc = ovs_layer_open(argv[3], argv[4], srcfd,
-			    getenv("OVS_TEST_NOSYNC") ? OVS_LAYER_NOSYNC : 0, &l);
+			    getenv("OVS_TEST_NOSYNC") && *getenv("OVS_TEST_NOSYNC") ?
+				OVS_LAYER_NOSYNC : 0, &l);
 	if (rc < 0)
 		return fail("open layer", rc);
 	rc = ovs_hlmap_build(srcfd, &m, &outside);

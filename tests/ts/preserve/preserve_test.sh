@@ -372,6 +372,42 @@ test_xattr_fallback() {
 	unset OVSNAP_TEST_NO_XATTRAT
 }
 
+# Rule 8: once a preserve returned, its result survives a crash even when
+# the change that followed it was made durable (fsync of SRC only).  The
+# shutdown ioctl without a log flush is the power cut.
+crash_case() {
+	FS=$1-crash
+	ovs_mkfs "$1"
+	new_case crash
+	mkdir -p "$S/d/sub" "$S/e"
+	seq 1 20000 >"$S/f"
+	seq 1 10000 >"$S/d/sub/g"
+	ln "$S/f" "$S/d/f2"
+	start_layer
+	sync	# the starting state is durable: only the preserves are tested
+	pv object f
+	printf 'new\n' >>"$S/f"
+	xfs_io -c fsync "$S/f"
+	pv name newfile
+	printf 'n\n' >"$S/newfile"
+	xfs_io -c fsync "$S/newfile"
+	pv rmdir e
+	rmdir "$S/e"
+	pv subtree d
+	pv name d2
+	mv "$S/d" "$S/d2"
+	printf 'more\n' >>"$S/d2/sub/g"
+	xfs_io -c fsync "$S/d2/sub/g"
+	xfs_io -c fsync "$S/d2"
+	xfs_io -c fsync "$S"
+	xfs_io -x -c shutdown "$OVS_MNT" || { fail "$FS: shutdown"; return; }
+	umount "$OVS_MNT" && mount "$OVS_DEV" "$OVS_MNT" || { fail "$FS: remount"; return; }
+	check_view
+}
+
+test_crash_xfs() { crash_case xfs; }
+test_crash_ext4() { crash_case ext4; }
+
 test_hlmap() {
 	ovs_mkfs xfs
 	local s=$OVS_MNT/hl
