@@ -63,9 +63,13 @@ int ovs_write_file_atomic(int dirfd, const char *name, const void *buf, size_t l
 	char tmp[NAME_MAX + 1];
 	int fd, rc;
 
-	/* The pid keeps two writers (a crashed one's leftover included) from
-	 * sharing a temp name; a leftover is overwritten by O_TRUNC. */
-	if (snprintf(tmp, sizeof(tmp), ".%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
+	static unsigned counter;
+
+	/* pid and counter keep two writers (processes or daemon threads) from
+	 * sharing a temp name; a crashed writer's leftover is overwritten by
+	 * O_TRUNC or removed by fsck. */
+	if (snprintf(tmp, sizeof(tmp), ".%s.tmp.%d.%u", name, (int)getpid(),
+		     __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) >= (int)sizeof(tmp))
 		return ovs_err(ENAMETOOLONG, "%s: name too long", name);
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)

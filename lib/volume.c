@@ -361,8 +361,14 @@ static int check_existing(struct create_ctx *c, int rootfd, char *folder)
 
 	if (index_path(c->esc, idx, sizeof(idx)) < 0)
 		return -ENAMETOOLONG;
-	if (lstat(idx, &st) == 0)
+	if (lstat(idx, &st) == 0) {
+		/* the store may be on a filesystem that is not mounted now:
+		 * never start over on our own */
+		if (stat(idx, &st) < 0)
+			return ovs_err(EEXIST, "registered already, but its store is "
+				       "missing; remove %s to start over", idx);
 		return ovs_err(EEXIST, "already an ovsnap volume");
+	}
 	fd = openat(rootfd, c->esc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
