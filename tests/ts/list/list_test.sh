@@ -260,6 +260,26 @@ test_mount_inside_src_is_refused() {
 	assertContains "stderr" "$OVS_ERR" "SRC holds the mount point $src/sub"
 }
 
+# The registry records the filesystem, its UUID and whether FICLONE works.
+test_identity_and_clone_per_filesystem() {
+	local type want_clone reg
+
+	for type in xfs ext4 btrfs; do
+		case $type in
+		ext4) want_clone=0 ;;
+		*) want_clone=1 ;;
+		esac
+		ovs_mkfs "$type" || return
+		mkdir "$OVS_MNT/src"
+		ovs_run "$MKVOL" "$OVS_MNT/src" --snapshots 1
+		assertEquals "$type: ovs-mkvol: $(ovs_ran)" 0 "$OVS_RC"
+		reg=$(cat "$OVS_MNT"/.ovsnap/*/registry)
+		assertContains "$type: fstype" "$reg" "fstype $type"
+		assertContains "$type: fsuuid" "$reg" "fsuuid $(blkid -s UUID -o value "$OVS_DEV")"
+		assertContains "$type: clone" "$reg" "clone $want_clone"
+	done
+}
+
 test_help_matches_the_man_page() {
 	local usage man
 
