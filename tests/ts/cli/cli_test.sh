@@ -1,0 +1,231 @@
+#!/bin/bash
+# The CLI frame: --help from the command table, --version, usage errors,
+# a protected stdout, per-command help ending with the man page, and the
+# help's Usage line agreeing with the man page's SYNOPSIS.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+
+COMMANDS="take list mount umount merge drop fsck activate deactivate"
+MANDIR=$OVSNAP_SRCDIR/man
+
+test_help_lists_every_command() {
+	local c
+
+	ovs_run "$OVSNAP" --help
+	assertEquals "ovsnap --help exit status" 0 "$OVS_RC"
+	assertNull "ovsnap --help prints nothing on stderr" "$OVS_ERR"
+	for c in $COMMANDS; do
+		assertTrue "ovsnap --help lists '$c'" \
+			"printf '%s\n' \"\$OVS_OUT\" | grep -qE '^  $c +[a-z]'"
+	done
+	return 0
+}
+
+test_version() {
+	ovs_run "$OVSNAP" --version
+	assertEquals "--version exit status" 0 "$OVS_RC"
+	assertTrue "--version prints 'ovsnap <version>', got '$OVS_OUT'" \
+		"printf '%s' \"\$OVS_OUT\" | grep -qxE 'ovsnap [0-9]+\.[0-9]+(\.[0-9]+)?([-~.+][0-9A-Za-z.]+)?'"
+	assertNull "--version prints nothing on stderr" "$OVS_ERR"
+	return 0
+}
+
+# One line naming the culprit, then the hint, and the usage exit status:
+# 2, or 16 for fsck, which follows fsck(8).
+check_usage_error() {
+	local what=$1 culprit=$2 status=${3:-2}
+
+	assertEquals "$what: exit status ($(ovs_ran))" "$status" "$OVS_RC"
+	assertNull "$what: nothing on stdout" "$OVS_OUT"
+	assertEquals "$what: two lines on stderr: $OVS_ERR" 2 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertTrue "$what: first line names '$culprit': $OVS_ERR" \
+		"printf '%s\n' \"\$OVS_ERR\" | head -1 | grep -qF -- '$culprit'"
+	assertTrue "$what: second line is the hint: $OVS_ERR" \
+		"printf '%s\n' \"\$OVS_ERR\" | tail -1 | grep -q \"^Try 'ovsnap \""
+	return 0
+}
+
+test_unknown_command() {
+	ovs_run "$OVSNAP" frobnicate
+	check_usage_error "unknown command" frobnicate
+	assertTrue "the hint names ovsnap --help" \
+		"printf '%s\n' \"\$OVS_ERR\" | grep -qF \"Try 'ovsnap --help'\""
+	return 0
+}
+
+test_unknown_option() {
+	ovs_run "$OVSNAP" --frobnicate
+	check_usage_error "unknown global option" --frobnicate
+	assertTrue "the hint names ovsnap --help" \
+		"printf '%s\n' \"\$OVS_ERR\" | grep -qF \"Try 'ovsnap --help'\""
+	return 0
+}
+
+test_unknown_command_option() {
+	local c
+
+	for c in $COMMANDS; do
+		ovs_run "$OVSNAP" "$c" --frobnicate
+		if [ "$c" = fsck ]; then
+			check_usage_error "ovsnap $c --frobnicate" --frobnicate 16
+		else
+			check_usage_error "ovsnap $c --frobnicate" --frobnicate
+		fi
+	done
+	return 0
+}
+
+test_full_stdout_is_an_error() {
+	local err
+
+	err=$("$OVSNAP" --version 2>&1 >/dev/full)
+	assertNotEquals "ovsnap --version >/dev/full must fail" 0 $?
+	assertTrue "--version >/dev/full says 'write error': $err" \
+		"printf '%s' \"\$err\" | grep -q 'write error'"
+
+	err=$("$OVSNAP" --help 2>&1 >/dev/full)
+	assertNotEquals "ovsnap --help >/dev/full must fail" 0 $?
+	assertTrue "--help >/dev/full says 'write error': $err" \
+		"printf '%s' \"\$err\" | grep -q 'write error'"
+
+	err=$("$OVSNAP" take --help 2>&1 >/dev/full)
+	assertNotEquals "ovsnap take --help >/dev/full must fail" 0 $?
+	assertTrue "take --help >/dev/full says 'write error': $err" \
+		"printf '%s' \"\$err\" | grep -q 'write error'"
+	return 0
+}
+
+# ovsnap list with something to print: a registered volume in our own
+# state directory (list prints nothing at all when there are no volumes).
+test_list_to_full_stdout() {
+	local mkvol err
+
+	for mkvol in "$OVSNAP_TOOLS/ovs-mkvol" "$OVSNAP_TOOLS/tools/ovs-mkvol"; do
+		[ -x "$mkvol" ] && break
+	done
+	if [ "$(id -u)" -ne 0 ] || [ ! -x "$mkvol" ]; then
+		startSkipping
+		fail "needs root and ovs-mkvol"
+		return
+	fi
+	ovs_mkfs xfs || return
+	mkdir "$OVS_MNT/src"
+	ovs_run "$mkvol" "$OVS_MNT/src" --snapshots 1
+	assertEquals "ovs-mkvol: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list
+	assertEquals "ovsnap list: $(ovs_ran)" 0 "$OVS_RC"
+	assertNotNull "ovsnap list shows the volume" "$OVS_OUT"
+
+	err=$("$OVSNAP" list 2>&1 >/dev/full)
+	assertNotEquals "ovsnap list >/dev/full must fail" 0 $?
+	assertTrue "list >/dev/full says 'write error': $err" \
+		"printf '%s' \"\$err\" | grep -q 'write error'"
+	err=$("$OVSNAP" list "$OVS_MNT/src" 2>&1 >/dev/full)
+	assertNotEquals "ovsnap list SRC >/dev/full must fail" 0 $?
+	assertTrue "list SRC >/dev/full says 'write error': $err" \
+		"printf '%s' \"\$err\" | grep -q 'write error'"
+	return 0
+}
+
+test_command_help_ends_with_man_page() {
+	local c last
+
+	for c in $COMMANDS; do
+		ovs_run "$OVSNAP" "$c" --help
+		assertEquals "ovsnap $c --help exit status: $OVS_ERR" 0 "$OVS_RC"
+		last=$(printf '%s\n' "$OVS_OUT" | tail -1)
+		assertEquals "last line of ovsnap $c --help" "See ovsnap-$c(8)." "$last"
+		assertTrue "ovsnap $c --help starts with Usage:" \
+			"printf '%s\n' \"\$OVS_OUT\" | head -1 | grep -q '^Usage: ovsnap $c'"
+		ovs_run "$OVSNAP" help "$c"
+		assertEquals "ovsnap help $c exit status" 0 "$OVS_RC"
+		assertEquals "ovsnap help $c ends like --help" "See ovsnap-$c(8)." \
+			"$(printf '%s\n' "$OVS_OUT" | tail -1)"
+	done
+	return 0
+}
+
+# The positional arguments of a synopsis or Usage line: drop the program
+# and command, option groups ("[--json]", "[OPTION...]", "[-n NAME]") and
+# roff font escapes, squeeze blanks.  "ovsnap mount [OPTION...] SRC SNAP
+# TARGET" -> "SRC SNAP TARGET".
+positional_args() {
+	sed -E -e 's/\\f[BIRP]//g; s/\\-/-/g; s/\\&//g' \
+		-e 's/^Usage: *//' \
+		-e 's/^ovsnap +[a-z]+//' \
+		-e 's/\[OPTIONS?\](\.\.\.)?//g; s/\[OPTION\.\.\.\]//g' \
+		-e ':a' -e 's/\[-[^][]*\]//g; ta' \
+		-e 's/(^| )--?[A-Za-z][-A-Za-z]*( +[A-Z]+)?( |$)/ /g' \
+		-e 's/  +/ /g; s/^ //; s/ $//'
+}
+
+# Each synopsis line of a man page: ".B ovsnap CMD" plus what follows up
+# to the next .br, .SH or .B line, joined on one line.
+man_synopses() {
+	awk '
+	/^\.SH/ { insyn = ($2 == "SYNOPSIS"); if (line != "") print line; line = ""; next }
+	!insyn { next }
+	/^\.(br|PP|sp)/ { if (line != "") print line; line = ""; next }
+	/^\.B ovsnap / { if (line != "") print line; sub(/^\.B /, ""); line = $0; next }
+	{ sub(/^\.[BIR]+ /, ""); line = line " " $0 }
+	END { if (line != "") print line }
+	' "$1" | sed -E 's/\\f[BIRP]//g; s/\\-/-/g; s/  +/ /g'
+}
+
+# The man page documenting CMD: ovsnap-CMD.8, or a page whose SYNOPSIS
+# shows "ovsnap CMD" (deactivate lives in ovsnap-activate.8).
+man_page_of() {
+	local c=$1 f
+
+	if [ -f "$MANDIR/ovsnap-$c.8" ] && ! grep -q '^\.so ' "$MANDIR/ovsnap-$c.8"; then
+		echo "$MANDIR/ovsnap-$c.8"
+		return
+	fi
+	for f in "$MANDIR"/ovsnap-*.8; do
+		[ -f "$f" ] || continue
+		man_synopses "$f" | grep -qE "^ovsnap $c( |$)" && { echo "$f"; return; }
+	done
+}
+
+test_help_usage_matches_man_synopsis() {
+	local c page usage want got compared=0
+
+	for c in $COMMANDS; do
+		page=$(man_page_of "$c")
+		# Man pages are written command by command: compare those that
+		# exist (and are more than a placeholder).
+		[ -n "$page" ] && grep -q '^\.SH SYNOPSIS' "$page" || continue
+		usage=$("$OVSNAP" "$c" --help | head -1)
+		want=$(printf '%s\n' "$usage" | positional_args)
+		got=$(man_synopses "$page" | grep -E "^ovsnap $c( |$)" | positional_args)
+		assertTrue "ovsnap $c: help says '$usage' (args '$want'), $(basename "$page") SYNOPSIS has none with args '$want': $(printf '%s; ' "$got")" \
+			"printf '%s\n' \"\$got\" | grep -qxF -- \"\$want\""
+		compared=$((compared + 1))
+	done
+	echo "compared the synopsis of $compared commands with their man pages"
+	assertTrue "at least one man page was compared" "[ $compared -gt 0 ]"
+	return 0
+}
+
+# Every page a --help names exists, as a page or a .so link to one.
+test_help_names_existing_man_pages() {
+	local c missing=
+
+	for c in $COMMANDS; do
+		[ -f "$MANDIR/ovsnap-$c.8" ] || missing+=" ovsnap-$c.8"
+	done
+	assertNull "man pages named by 'See ovsnap-CMD(8)' but missing from man/ (a page, or a .so link to one):$missing" "$missing"
+	return 0
+}
+
+test_positional_args_normalisation() {
+	assertEquals "SRC SNAP TARGET" \
+		"$(echo 'ovsnap mount [\fIOPTION\fR...] \fISRC\fR \fISNAP\fR \fITARGET\fR' | positional_args)"
+	assertEquals "[SRC]" "$(echo 'ovsnap list [\fB\-\-json\fR] [\fISRC\fR]' | positional_args)"
+	assertEquals "[SRC]" "$(echo 'Usage: ovsnap list [SRC]' | positional_args)"
+	assertEquals "SRC SNAP..." \
+		"$(echo 'ovsnap drop [\fB\-n\fR \fINAME\fR] [\fB\-\-keep\fR=\fIN\fR] \fISRC\fR \fISNAP\fR...' | positional_args)"
+	assertEquals "" "$(echo 'ovsnap activate \-\-all' | positional_args)"
+	return 0
+}
+
+. "$SHUNIT2"
