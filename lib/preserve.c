@@ -94,17 +94,17 @@ enum cover {
 	ENTRY_OPAQUE_DIR,	/* ... an opaque directory */
 };
 
-static int coverage(struct ovs_layer *l, const char *path)
+static int coverage_at(int upperfd, const char *path)
 {
 	char buf[PATH_MAX], *comp;
 	int cur, rc;
 
 	if (!*path)
-		return ovl_is_opaque_at(l->upperfd, "") > 0 ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
+		return ovl_is_opaque_at(upperfd, "") > 0 ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
 	if (strlen(path) >= sizeof(buf))
 		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
 	strcpy(buf, path);
-	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
+	cur = fcntl(upperfd, F_DUPFD_CLOEXEC, 3);
 	if (cur < 0)
 		return ovs_err(errno, "dup: %m");
 	for (comp = buf; ; ) {
@@ -147,11 +147,21 @@ static int coverage(struct ovs_layer *l, const char *path)
 	return rc;
 }
 
-int ovs_covered(struct ovs_layer *l, const char *path)
+static int coverage(struct ovs_layer *l, const char *path)
 {
-	int c = coverage(l, path);
+	return coverage_at(l->upperfd, path);
+}
+
+int ovs_covered_at(int upperfd, const char *path)
+{
+	int c = coverage_at(upperfd, path);
 
 	return c < 0 ? c : c != NOT_COVERED;
+}
+
+int ovs_covered(struct ovs_layer *l, const char *path)
+{
+	return ovs_covered_at(l->upperfd, path);
 }
 
 /* ---- rule 1 and rule 6 ------------------------------------------------------ */

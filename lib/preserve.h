@@ -104,6 +104,8 @@ void ovs_hlmap_names_free(char **names, size_t n);
  * is a whiteout, a non-directory or an opaque directory), 0 if not.
  */
 int ovs_covered(struct ovs_layer *l, const char *path);
+/* The same for any layer's upper directory, no ovs_layer needed (views). */
+int ovs_covered_at(int upperfd, const char *path);
 
 /* Rule 1: before data or metadata of the existing object at path changes
  * (also before it is unlinked, renamed, or linked from).  Copies it up with
