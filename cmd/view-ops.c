@@ -274,12 +274,14 @@ struct vfile {
 	int fd;
 	int old_fd;		/* SRC's fd after the switch (a read may still use it) */
 	bool from_src;		/* still backed by SRC: every read is validated */
+	struct view_gen gen;	/* layer list under which fd was last known right */
 	const char *path;	/* the node's, which outlives the handle */
 };
 
 /* Open path's object as the view resolves it now; *from_src says whether
  * the fd is SRC's file.  The open itself is validated like any answer. */
-static int open_current(struct view *vw, const char *path, int flags, bool *from_src)
+static int open_current(struct view *vw, const char *path, int flags, bool *from_src,
+			struct view_gen *gen)
 {
 	for (;;) {
 		struct view_stack *s;
@@ -296,8 +298,9 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 			view_refresh(vw);
 			continue;
 		}
-		view_stack_put(s);
 		*from_src = o.layer == VIEW_SRC;
+		*gen = s->gen;
+		view_stack_put(s);
 		return fd;
 	}
 }
@@ -305,6 +308,7 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct view *vw = VIEW(req);
+	struct view_gen gen;
 	struct vfile *f;
 	bool from_src;
 	int fd;
@@ -313,7 +317,7 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	fd = open_current(vw, node_of(ino)->path, O_RDONLY, &from_src);
+	fd = open_current(vw, node_of(ino)->path, O_RDONLY, &from_src, &gen);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
 		return;
@@ -328,6 +332,7 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	f->fd = fd;
 	f->old_fd = -1;
 	f->from_src = from_src;
+	f->gen = gen;
 	f->path = node_of(ino)->path;
 	fi->fh = (uintptr_t)f;
 	/* the content of a snapshot never changes */
@@ -345,15 +350,19 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
-/* The handle's fd, switched to the layer copy for good when the live
- * daemon has covered the path since the open. */
-static int switch_to_layer(struct view *vw, struct vfile *f)
+/*
+ * Re-resolve the handle's path under the current layer list: once the
+ * live daemon has covered it (in U_n, or in a layer that was U_n when it
+ * did), the handle switches to the layer copy for good.  Otherwise the
+ * SRC fd is confirmed for the current generation.
+ */
+static int recheck_handle(struct view *vw, struct vfile *f)
 {
+	struct view_gen gen;
 	bool from_src;
 	int fd;
 
-	view_refresh(vw);
-	fd = open_current(vw, f->path, O_RDONLY, &from_src);
+	fd = open_current(vw, f->path, O_RDONLY, &from_src, &gen);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&f->lock);
@@ -365,6 +374,7 @@ static int switch_to_layer(struct view *vw, struct vfile *f)
 		f->from_src = false;
 		fd = -1;
 	}
+	f->gen = gen;
 	pthread_mutex_unlock(&f->lock);
 	if (fd >= 0)
 		close(fd);
@@ -384,9 +394,12 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ssize_t n;
 		int fd, rc;
 
+		struct view_gen fgen;
+
 		pthread_mutex_lock(&f->lock);
 		fd = f->fd;
 		from_src = f->from_src;
+		fgen = f->gen;
 		pthread_mutex_unlock(&f->lock);
 		if (!from_src) {
 			/* a layer copy never changes: let libfuse splice it */
@@ -405,6 +418,19 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, -rc);
 			return;
 		}
+		if (!view_gen_equal(&fgen, &s->gen)) {
+			/* layers were added, merged or dropped since the fd was
+			 * known right: the path may be covered in a layer that
+			 * is no longer the newest */
+			view_stack_put(s);
+			rc = recheck_handle(vw, f);
+			if (rc < 0) {
+				free(buf);
+				fuse_reply_err(req, -rc);
+				return;
+			}
+			continue;
+		}
 		if (!buf && !(buf = malloc(size ? size : 1))) {
 			view_stack_put(s);
 			fuse_reply_err(req, ENOMEM);
@@ -422,7 +448,8 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		view_stack_put(s);
-		rc = switch_to_layer(vw, f);
+		view_refresh(vw);
+		rc = recheck_handle(vw, f);
 		if (rc < 0) {
 			free(buf);
 			fuse_reply_err(req, -rc);
