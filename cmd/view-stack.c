@@ -18,7 +18,6 @@
 
 #include "view.h"
 #include "preserve.h"
-#include "preserve-int.h"
 
 /* ---- SRC's real root ---------------------------------------------------- */
 
@@ -277,21 +276,12 @@ int view_obj_dirfd(struct view_stack *s, const struct view_obj *o)
 	return o->layer == VIEW_SRC ? s->srcfd : s->layerfd[o->layer];
 }
 
-/*
- * Whether path is covered in U_n, by the engine's own definition (an entry
- * at path, or an ancestor that is a whiteout, a non-directory or an opaque
- * directory).  Only the upper fd of a layer is needed to ask, so a
- * read-only stand-in of the engine's layer does.
- */
+/* Whether path is covered in U_n, by the engine's own definition (an
+ * entry at path, or an ancestor that is a whiteout, a non-directory or an
+ * opaque directory). */
 static int covered_in_newest(struct view_stack *s, const char *path)
 {
-	struct ovs_layer l = {
-		.srcfd = -1,
-		.upperfd = s->layerfd[s->nlayers - 1],
-		.workfd = -1,
-	};
-
-	return ovs_covered(&l, path);
+	return ovs_covered_at(s->layerfd[s->nlayers - 1], path);
 }
 
 bool view_src_answer_valid(struct view *vw, struct view_stack *s, const char *path,
