@@ -406,7 +406,7 @@ ovs_oracle_check() {
 		umount "$view" || umount -l "$view"
 		if ! out=$(diff -u "$mdir/${ids[i]}.manifest" "$OVS_TMP/view.${ids[i]}.manifest"); then
 			fail "oracle: snapshot ${ids[i]} differs from its manifest (${OVS_ORACLE_WHAT:-}):
-$(printf '%s\n' "$out" | head -40)"
+$(printf '%s\n' "$out" | head -40 | cut -c1-300)"
 			bad=$((bad + 1))
 		fi
 	done
