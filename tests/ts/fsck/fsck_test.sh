@@ -1,0 +1,319 @@
+#!/bin/bash
+# ovsnap fsck: a catalogue of injected faults, one test each.  For each: the
+# fault, the exact report and exit status of `fsck -n`, the repair by -p or
+# -y, a clean `fsck -n` afterwards, and for repairable faults a kernel
+# overlay mount of every snapshot compared with its manifest from before
+# the fault (the consistency oracle).
+#
+# Volumes are made without the snapshot mount: ovs-mkvol registers the
+# snapshots and preserve-test runs the preservation engine before each
+# change to SRC, as the daemon would.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_fs xfs
+ovs_require_cmd setfattr getfattr flock
+
+MKVOL=$OVSNAP_TOOLS/ovs-mkvol
+PRESERVE=$OVSNAP_TOOLS/unit/preserve-test
+[ -x "$MKVOL" ] || ovs_skip "ovs-mkvol not built (run make check)"
+[ -x "$PRESERVE" ] || ovs_skip "preserve-test not built (run make check)"
+
+# fsck(8) exit codes
+FSCK_OK=0 FSCK_CORRECTED=1 FSCK_UNCORRECTED=4 FSCK_OPERATIONAL=8 FSCK_USAGE=16
+
+# A volume of three snapshots on a fresh XFS image:
+#   1: a as "a1"          (a preserved into layer 1, then changed)
+#   2: d/b as "b1"        (d/b preserved into layer 2, then changed)
+#   3: the live tree      (new file n made after it: whiteout in layer 3)
+# and the manifest of each snapshot's view in $MF/<id>.manifest.
+setUp() {
+	ovs_mkfs xfs || return
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	mkdir -p "$SRC/d" "$MF"
+	echo a1 >"$SRC/a"
+	echo b1 >"$SRC/d/b"
+	echo c1 >"$SRC/d/c"
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	STORE=$(echo "$OVS_MNT"/.ovsnap/*)
+	preserve object 1 a && echo a2 >"$SRC/a"
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	preserve object 2 d/b && echo b2 >"$SRC/d/b"
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	preserve name 3 n && echo n >"$SRC/n"
+	record_manifests
+}
+
+# preserve OP ID PATH: what the daemon does before a change to SRC/PATH.
+preserve() {
+	"$PRESERVE" "$1" "$SRC" "$STORE/layers/$2/upper" "$STORE/layers/$2/work" "$3" ||
+		fail "preserve-test $*"
+}
+
+record_manifests() {
+	local id lowers j ids=(1 2 3)
+
+	for id in "${ids[@]}"; do
+		lowers=
+		for j in "${ids[@]}"; do
+			[ "$j" -ge "$id" ] && lowers+="$STORE/layers/$j/upper:"
+		done
+		# overlayfs reads '\' as an escape; store names hold \xNN
+		lowers=${lowers//\\/\\\\}
+		ovs_overlay_mount "$OVS_TMP/rec" "$lowers$SRC" || fail "overlay of snapshot $id"
+		"$OVS_MANIFEST" "$OVS_TMP/rec" >"$MF/$id.manifest"
+		umount "$OVS_TMP/rec"
+	done
+}
+
+fsck() {
+	ovs_run "$OVSNAP" fsck "$@" "$SRC"
+}
+
+# expect_fsck STATUS EXPECTED-STDOUT ARGS...
+expect_fsck() {
+	local status=$1 want=$2
+
+	shift 2
+	fsck "$@"
+	assertEquals "fsck $* exit: $(ovs_ran)" "$status" "$OVS_RC"
+	assertEquals "fsck $* stdout" "$want" "$OVS_OUT"
+}
+
+expect_clean() {
+	expect_fsck $FSCK_OK "$SRC: clean" -n
+	assertEquals "fsck -n stderr" "" "$OVS_ERR"
+}
+
+test_clean_volume() {
+	expect_clean
+	fsck --json
+	assertEquals "fsck --json exit" $FSCK_OK "$OVS_RC"
+	assertEquals "fsck --json" "{\"source\": \"$SRC\", \"findings\": [], \"exit\": 0}" "$OVS_OUT"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_leftover_temp_in_work_dir() {
+	echo partial >"$STORE/layers/2/work/#ovs.4242.7"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 2: work/#ovs.4242.7: leftover of an unfinished copy-up: not repaired (fsck -p removes it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	assertTrue "-n changed nothing" "[ -e '$STORE/layers/2/work/#ovs.4242.7' ]"
+	expect_fsck $FSCK_CORRECTED \
+"snapshot 2: work/#ovs.4242.7: leftover of an unfinished copy-up: removed
+$SRC: 1 error, 1 repaired, 0 left" -p
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_stale_volatile_marker() {
+	mkdir -p "$STORE/layers/1/work/work/incompat/volatile"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 1: work/work/incompat/volatile: stale volatile marker of an overlay mount: not repaired (fsck -p removes it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	expect_fsck $FSCK_CORRECTED \
+"snapshot 1: work/work/incompat/volatile: stale volatile marker of an overlay mount: removed
+$SRC: 1 error, 1 repaired, 0 left" -p
+	expect_clean
+}
+
+test_extra_layer_dir() {
+	mkdir -p "$STORE/layers/7/upper" "$STORE/layers/7/work"
+	expect_fsck $FSCK_UNCORRECTED \
+"layers/7: layer directory not in the registry (left over by an interrupted take or drop): not repaired (fsck -p removes it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	expect_fsck $FSCK_CORRECTED \
+"layers/7: layer directory not in the registry (left over by an interrupted take or drop): removed
+$SRC: 1 error, 1 repaired, 0 left" -p
+	assertFalse "layers/7 is gone" "[ -e '$STORE/layers/7' ]"
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_deleted_middle_layer() {
+	local line
+
+	rm -rf "$STORE/layers/2"
+	line="snapshot 2: layers/2/upper: missing: snapshot 2 is lost and the views of the older snapshots (1) miss what it preserved"
+	expect_fsck $FSCK_UNCORRECTED "$line: not repaired (fsck -y unregisters it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	# not safe, so not a preen repair
+	expect_fsck $FSCK_UNCORRECTED "$line: not repaired (fsck -y unregisters it)
+$SRC: 1 error, 0 repaired, 1 left" -p
+	expect_fsck $FSCK_CORRECTED "$line: unregistered it
+$SRC: 1 error, 1 repaired, 0 left" -y
+	expect_clean
+	ovs_run "$OVSNAP" list "$SRC"
+	assertNotContains "snapshot 2 unregistered" "$OVS_OUT" " 2 "
+}
+
+test_missing_work_dir() {
+	rm -rf "$STORE/layers/3/work"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 3: layers/3/work: work directory missing (the snapshot itself is intact): not repaired (fsck -p recreates it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	expect_fsck $FSCK_CORRECTED \
+"snapshot 3: layers/3/work: work directory missing (the snapshot itself is intact): recreated
+$SRC: 1 error, 1 repaired, 0 left" -p
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_truncated_registry() {
+	local good=$OVS_TMP/registry.good
+
+	cp "$STORE/registry" "$good"
+	head -n 10 "$good" | head -c -3 >"$STORE/registry"
+	fsck -n
+	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	assertEquals "fsck -n report" \
+"registry: registry $STORE/registry line 10: truncated (no newline at the end): no backup of the registry exists, so fsck cannot restore it; the layers in $STORE/layers are untouched: repair the file by hand (ovsnap-store(5))
+$SRC: 1 error, 0 repaired, 1 left" "$OVS_OUT"
+	# nothing to restore it from: -y changes nothing either
+	fsck -y
+	assertEquals "fsck -y exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	cp "$good" "$STORE/registry"
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_opaque_xattr_on_a_file_in_a_layer() {
+	setfattr -n trusted.overlay.opaque -v y "$STORE/layers/1/upper/a"
+	setfattr -n trusted.overlay.opaque -v q "$STORE/layers/2/upper/d"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 1: upper/a: opaque xattr on a non-directory: not repaired (fsck -p removes it)
+snapshot 2: upper/d: opaque xattr with the value 'q' (overlayfs knows only 'y' and 'x'): not repaired (fsck -p removes it)
+$SRC: 2 errors, 0 repaired, 2 left" -n
+	fsck -p
+	assertEquals "fsck -p exit: $(ovs_ran)" $FSCK_CORRECTED "$OVS_RC"
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_redirect_in_a_layer() {
+	setfattr -n trusted.overlay.redirect -v /nowhere "$STORE/layers/2/upper/d"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 2: upper/d: redirect to '/nowhere', which points to nothing (ovsnap never writes redirects): not repaired (fsck -y removes it)
+$SRC: 1 error, 0 repaired, 1 left" -p
+	fsck -y
+	assertEquals "fsck -y exit: $(ovs_ran)" $FSCK_CORRECTED "$OVS_RC"
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_whiteout_device_in_src() {
+	mknod "$SRC/d/ghost" c 0 0
+	expect_fsck $FSCK_UNCORRECTED \
+"$SRC/d/ghost: 0/0 character device: every snapshot view reads it as a whiteout (as if nothing were there); rename or remove it
+$SRC: 1 error, 0 repaired, 1 left" -n
+	# user data: fsck never touches it
+	fsck -y
+	assertEquals "fsck -y exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	assertTrue "still there" "[ -c '$SRC/d/ghost' ]"
+	rm "$SRC/d/ghost"
+	expect_clean
+}
+
+test_unescaped_overlay_xattr_in_src() {
+	setfattr -n trusted.overlay.foo -v bar "$SRC/d/c"
+	expect_fsck $FSCK_UNCORRECTED \
+"$SRC/d/c: unescaped xattr trusted.overlay.foo: overlayfs takes it for its own metadata in every snapshot view; remove it
+$SRC: 1 error, 0 repaired, 1 left" -n
+	setfattr -x trusted.overlay.foo "$SRC/d/c"
+	expect_clean
+}
+
+test_link_from_outside_src() {
+	ln "$SRC/d/c" "$OVS_MNT/outside"
+	expect_fsck $FSCK_UNCORRECTED \
+"$SRC/d/c: 1 of its 2 hard links are outside SRC: changes made through them bypass the snapshot mount
+$SRC: 1 error, 0 repaired, 1 left" -n
+	rm "$OVS_MNT/outside"
+	expect_clean
+}
+
+# Deactivated after the newest snapshot (the registry records when), then
+# changed without the snapshot mount: nothing was preserved.
+test_change_while_deactivated() {
+	local now t
+
+	now=$(date +%s%N)
+	sed -i "s/^deactivated-ns .*/deactivated-ns $now/" "$STORE/registry"
+	sleep 0.02
+	echo a3 >"$SRC/a"         # preserved in layer 1 only: 2 and 3 show a3
+	echo new >"$SRC/d/new"    # a birth nothing covers: all three show it
+	rm "$SRC/n"               # born after 3 (whiteout): nothing lost
+	fsck -n
+	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	t='[0-9T:+-]*'
+	assertEquals "fsck -n report (sorted)" \
+"$SRC/a: changed at T while unprotected (the volume was deactivated) and not preserved: snapshots 2 and 3 may show its new state instead of the past
+$SRC/d/new: changed at T while unprotected (the volume was deactivated) and not preserved: snapshots 1, 2 and 3 may show its new state instead of the past
+$SRC/d: directory changed at T while unprotected (the volume was deactivated): if entries were deleted from it then, snapshots 1, 2 and 3 miss them (possibly incomplete)
+$SRC: 4 errors, 0 repaired, 4 left
+$SRC: directory changed at T while unprotected (the volume was deactivated): if entries were deleted from it then, snapshots 1, 2 and 3 miss them (possibly incomplete)" \
+		"$(printf '%s\n' "$OVS_OUT" | sed "s/changed at $t /changed at T /" | LC_ALL=C sort)"
+	fsck -y
+	assertEquals "fsck -y cannot undo it: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	# a new snapshot is the new baseline
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	expect_clean
+}
+
+test_view_of_a_dropped_snapshot() {
+	mkdir -p "$OVS_TMP/view9"
+	mount -t tmpfs "ovsnap-view:$SRC:9" "$OVS_TMP/view9" || fail "mount tmpfs"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 9: $OVS_TMP/view9: view of snapshot 9, which no longer exists: not repaired (fsck -p unmounts it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	expect_fsck $FSCK_CORRECTED \
+"snapshot 9: $OVS_TMP/view9: view of snapshot 9, which no longer exists: unmounted
+$SRC: 1 error, 1 repaired, 0 left" -p
+	ovs_wait_unmounted "$OVS_TMP/view9" 5
+	assertEquals "view unmounted" 0 $?
+	expect_clean
+}
+
+# A merge of 2 into 1 that died after writing its intent: -p finishes it.
+test_pending_merge_intent() {
+	printf 'merge 1 2\n' >"$STORE/intent"
+	expect_fsck $FSCK_UNCORRECTED \
+"intent: interrupted operation 'merge 1 2': not repaired (fsck -p finishes it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	expect_fsck $FSCK_CORRECTED \
+"intent: interrupted operation 'merge 1 2': finished
+$SRC: 1 error, 1 repaired, 0 left" -p
+	assertFalse "intent cleared" "[ -e '$STORE/intent' ]"
+	expect_clean
+	rm "$MF/2.manifest"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_busy_volume() {
+	flock "$STORE/lock" sleep 30 &
+	local holder=$!
+
+	sleep 0.3
+	fsck -n
+	assertEquals "busy exit: $(ovs_ran)" $FSCK_OPERATIONAL "$OVS_RC"
+	assertContains "busy message" "$OVS_ERR" "is busy"
+	( sleep 0.5; kill "$holder" ) &
+	fsck -n --wait
+	assertEquals "--wait: $(ovs_ran)" $FSCK_OK "$OVS_RC"
+	wait
+}
+
+test_usage_errors() {
+	ovs_run "$OVSNAP" fsck --bogus "$SRC"
+	assertEquals "unknown option" $FSCK_USAGE "$OVS_RC"
+	ovs_run "$OVSNAP" fsck -n -y "$SRC"
+	assertEquals "-n with -y" $FSCK_USAGE "$OVS_RC"
+	assertEquals "-n with -y message" "ovsnap: fsck: -n and -y cannot be used together" "$OVS_ERR"
+	ovs_run "$OVSNAP" fsck
+	assertEquals "no SRC" $FSCK_USAGE "$OVS_RC"
+	ovs_run "$OVSNAP" fsck "$OVS_MNT"
+	assertEquals "not a volume" $FSCK_OPERATIONAL "$OVS_RC"
+	assertEquals "not a volume message" "ovsnap: fsck $OVS_MNT: $OVS_MNT is not an ovsnap volume" "$OVS_ERR"
+}
+
+. "$SHUNIT2"
