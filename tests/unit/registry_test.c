@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -242,8 +243,122 @@ static void test_atomic_update_under_sigkill(void)
 	ovs_registry_clear(&b);
 }
 
+static char *dirname_of(char *path)
+{
+	static char buf[256];
+	char *slash;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	slash = strrchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	/* make the parents too: layers/2/upper */
+	for (char *p = buf + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		mkdir(buf, 0700);
+		*p = '/';
+	}
+	return buf;
+}
+
+/* The mutations, on a volume whose store is a plain temp dir. */
+static void test_mutations(void)
+{
+	char dir[] = "/tmp/ovsnap-registry-ops.XXXXXX", src[64], path[256], cmd[128];
+	struct ovs_volume v = { .refcount = 1, .lockfd = -1, .source = "/srv/data" };
+	const struct ovs_snapshot *s;
+	struct stat st;
+	uint64_t id;
+	int rootfd, rc;
+
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m");
+	v.store = dir;
+	v.dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	mkdir(src, 0751);
+	rootfd = open(src, O_RDONLY | O_DIRECTORY);
+	{
+		struct timespec ts[2] = { { 1000, 5 }, { 2000, 7 } };
+
+		futimens(rootfd, ts);
+	}
+	v.reg.source = strdup("/srv/data");
+	strcpy(v.reg.fstype, "xfs");
+	strcpy(v.reg.fsuuid, "u");
+	v.reg.next_id = 1;
+
+	CHECK(ovs_registry_add_snapshot(&v, NULL, rootfd, &id) == 0 && id == 1, "add 1: %s",
+	      ovs_last_error());
+	/* a leftover layers/2 from a crash before registering is replaced */
+	snprintf(path, sizeof(path), "%s/layers/2/upper/stale", dir);
+	mkdir(dirname_of(path), 0700);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	CHECK(access(path, F_OK) == 0, "cannot make the stale leftover");
+	CHECK(ovs_registry_add_snapshot(&v, "named", rootfd, &id) == 0 && id == 2, "add 2: %s",
+	      ovs_last_error());
+	CHECK(access(path, F_OK) < 0, "stale leftover survived");
+	CHECK(ovs_registry_add_snapshot(&v, "named", rootfd, &id) == -EEXIST, "duplicate name");
+	CHECK(ovs_registry_add_snapshot(&v, "12", rootfd, &id) == -EINVAL, "all-digit name");
+	CHECK(ovs_registry_add_snapshot(&v, NULL, rootfd, &id) == 0 && id == 3, "add 3");
+	CHECK(v.reg.nsnaps == 3 && v.reg.snaps[1].state == OVS_SNAP_FROZEN &&
+	      v.reg.snaps[2].state == OVS_SNAP_ACTIVE && v.reg.next_id == 4, "states after adds");
+	snprintf(path, sizeof(path), "%s/layers/3/upper", dir);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0751 && st.st_mtim.tv_sec == 2000 &&
+	      st.st_mtim.tv_nsec == 7 && st.st_atim.tv_sec == 1000, "upper root metadata");
+	snprintf(path, sizeof(path), "%s/layers/3/work", dir);
+	CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "work dir");
+
+	CHECK(ovs_registry_set_hold(&v, 2, true) == 0 && v.reg.snaps[1].hold, "hold");
+	CHECK(ovs_registry_set_active(&v, true) == 0 && v.reg.active && !v.reg.deactivated_ns,
+	      "activate");
+	CHECK(ovs_registry_set_active(&v, false) == 0 && !v.reg.active && v.reg.deactivated_ns > 0,
+	      "deactivate records when");
+
+	CHECK(ovs_registry_remove_snapshot(&v, 3) == 0, "remove newest");
+	CHECK(v.reg.nsnaps == 2 && v.reg.snaps[1].id == 2 && v.reg.snaps[1].state == OVS_SNAP_ACTIVE,
+	      "the one before the newest became active");
+	snprintf(path, sizeof(path), "%s/layers/3", dir);
+	CHECK(access(path, F_OK) < 0, "layer 3 not removed");
+	CHECK(ovs_registry_remove_snapshot(&v, 1) == 0 && v.reg.nsnaps == 1, "remove oldest");
+	CHECK(ovs_registry_remove_snapshot(&v, 1) == -ENOENT, "remove twice");
+	CHECK(ovs_registry_add_snapshot(&v, NULL, -1, &id) == 0 && id == 4, "ids never reused");
+
+	/* what is on disk is what is in memory */
+	{
+		struct ovs_volume w = { .refcount = 1, .lockfd = -1, .source = "/srv/data",
+					.store = dir, .dirfd = v.dirfd };
+		char *a, *b;
+		size_t la, lb;
+
+		CHECK(ovs_registry_load(&w) == 0, "reload: %s", ovs_last_error());
+		ovs_registry_format(&v.reg, &a, &la);
+		ovs_registry_format(&w.reg, &b, &lb);
+		CHECK(la == lb && memcmp(a, b, la) == 0, "disk differs from memory");
+		free(a);
+		free(b);
+		ovs_registry_clear(&w.reg);
+	}
+
+	/* the overlayfs layer limit */
+	rc = 0;
+	while (v.reg.nsnaps < OVS_MAX_SNAPSHOTS && rc == 0)
+		rc = ovs_registry_add_snapshot(&v, NULL, -1, NULL);
+	CHECK(rc == 0, "filling up: %s", ovs_last_error());
+	CHECK(ovs_registry_add_snapshot(&v, NULL, -1, NULL) == -EMLINK &&
+	      strstr(ovs_last_error(), "ovsnap drop") && strstr(ovs_last_error(), "--keep"),
+	      "a 500th snapshot: '%s'", ovs_last_error());
+	CHECK(ovs_snapshot_resolve(&v, "@oldest", &s) == 0 && s->id == 2, "oldest after fill");
+
+	close(rootfd);
+	close(v.dirfd);
+	ovs_registry_clear(&v.reg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(void)
 {
+	test_mutations();
 	test_round_trip();
 	test_corruptions();
 	test_atomic_update_under_sigkill();
