@@ -1,1 +1,484 @@
-/* placeholder: being written */
+/*
+ * The daemon's own multi-threaded session loop, the take barrier, and the
+ * control socket.
+ *
+ * libfuse's fuse_session_loop_mt() cannot hold requests back without
+ * sleeping in a worker, and a bounded pool of sleeping workers would
+ * deadlock a take that needs writes to pass (rule 13).  So each worker
+ * peeks at the request header itself: while the barrier is up, modifying
+ * requests are copied to a queue and the worker goes back to the kernel at
+ * once; everything else (reads, lookups, page-cache writeback, flush,
+ * release, fsync, forget) is served as usual.  When the barrier drops, the
+ * queue is replayed in arrival order.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "control.h"
+#include "ovsnap-private.h"
+
+#define WORKERS_START 4
+#define WORKERS_MAX 64
+#define REPLAYERS_MAX 4
+
+struct deferred {
+	struct deferred *next;
+	size_t size;
+	char mem[];
+};
+
+/* Requests that change SRC: held back while the barrier is up. */
+static bool request_modifies(const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+
+	if (buf->flags & FUSE_BUF_IS_FD || buf->size < sizeof(*in))
+		return false;
+	switch (in->opcode) {
+	case FUSE_SETATTR:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_UNLINK:
+	case FUSE_RMDIR:
+	case FUSE_RENAME:
+	case FUSE_RENAME2:
+	case FUSE_LINK:
+	case FUSE_SYMLINK:
+	case FUSE_CREATE:
+	case FUSE_SETXATTR:
+	case FUSE_REMOVEXATTR:
+	case FUSE_FALLOCATE:
+	case FUSE_COPY_FILE_RANGE:
+	case FUSE_TMPFILE:
+		return true;
+	case FUSE_OPEN: {
+		const struct fuse_open_in *arg = (const void *)(in + 1);
+
+		return buf->size >= sizeof(*in) + sizeof(*arg) && (arg->flags & O_TRUNC);
+	}
+	case FUSE_WRITE: {
+		const struct fuse_write_in *arg = (const void *)(in + 1);
+
+		/* Page-cache writeback (dirty mmap pages) must pass: the
+		 * take forces it out and it belongs to the old snapshot. */
+		return buf->size >= sizeof(*in) + sizeof(*arg) &&
+		       !(arg->write_flags & FUSE_WRITE_CACHE);
+	}
+	default:
+		return false;
+	}
+}
+
+/* Caller holds loop_lock. */
+static int defer_request(const struct fuse_buf *buf)
+{
+	struct deferred *d = malloc(sizeof(*d) + buf->size);
+
+	if (!d)
+		return -ENOMEM;
+	d->next = NULL;
+	d->size = buf->size;
+	memcpy(d->mem, buf->mem, buf->size);
+	if (D.deferred_tail)
+		D.deferred_tail->next = d;
+	else
+		D.deferred_head = d;
+	D.deferred_tail = d;
+	D.ndeferred++;
+	return 0;
+}
+
+static void process_modifying(struct fuse_buf *buf)
+{
+	fuse_session_process_buf(D.se, buf);
+	pthread_mutex_lock(&D.loop_lock);
+	if (--D.inflight == 0)
+		pthread_cond_broadcast(&D.loop_cond);
+	pthread_mutex_unlock(&D.loop_lock);
+}
+
+static void *worker_main(void *arg);
+
+/* Caller holds loop_lock. */
+static void spawn_worker(void)
+{
+	pthread_t t;
+
+	if (D.nworkers >= WORKERS_MAX)
+		return;
+	if (pthread_create(&t, NULL, worker_main, NULL) != 0) {
+		dlog(LOG_WARNING, "cannot start another worker thread");
+		return;
+	}
+	pthread_detach(t);
+	D.nworkers++;
+}
+
+static void *worker_main(void *arg)
+{
+	struct fuse_buf buf = { .mem = NULL };
+
+	(void)arg;
+	if (identity_thread_init() < 0)
+		dlog(LOG_ERR, "unshare(CLONE_FS): %m");
+	for (;;) {
+		int res;
+
+		pthread_mutex_lock(&D.loop_lock);
+		D.nidle++;
+		pthread_mutex_unlock(&D.loop_lock);
+
+		res = fuse_session_receive_buf(D.se, &buf);
+
+		pthread_mutex_lock(&D.loop_lock);
+		D.nidle--;
+		if (D.nidle == 0 && res > 0)
+			spawn_worker();
+		pthread_mutex_unlock(&D.loop_lock);
+
+		if (res == -EINTR)
+			continue;
+		if (res <= 0) {
+			if (res < 0) {
+				dlog(LOG_ERR, "receive from the kernel: %s", strerror(-res));
+				fuse_session_exit(D.se);
+			}
+			break;
+		}
+		if (fuse_session_exited(D.se))
+			break;
+		if (!request_modifies(&buf)) {
+			fuse_session_process_buf(D.se, &buf);
+			continue;
+		}
+		pthread_mutex_lock(&D.loop_lock);
+		if (D.barrier) {
+			if (defer_request(&buf) < 0) {
+				/* Cannot queue it: serve it after the take
+				 * rather than drop it. */
+				while (D.barrier)
+					pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+			} else {
+				pthread_mutex_unlock(&D.loop_lock);
+				continue;
+			}
+		}
+		D.inflight++;
+		pthread_mutex_unlock(&D.loop_lock);
+		process_modifying(&buf);
+	}
+	free(buf.mem);
+	pthread_mutex_lock(&D.loop_lock);
+	D.nworkers--;
+	pthread_cond_broadcast(&D.loop_cond);
+	pthread_mutex_unlock(&D.loop_lock);
+	return NULL;
+}
+
+/* Replay held requests in arrival order, until the queue is empty or a
+ * new barrier goes up. */
+static void *replayer_main(void *arg)
+{
+	(void)arg;
+	identity_thread_init();
+	pthread_mutex_lock(&D.loop_lock);
+	while (!D.barrier && D.deferred_head) {
+		struct deferred *d = D.deferred_head;
+		struct fuse_buf buf = { .size = d->size, .mem = d->mem };
+
+		D.deferred_head = d->next;
+		if (!D.deferred_head)
+			D.deferred_tail = NULL;
+		D.ndeferred--;
+		D.inflight++;
+		pthread_mutex_unlock(&D.loop_lock);
+		if (!fuse_session_exited(D.se))
+			process_modifying(&buf);
+		else {
+			pthread_mutex_lock(&D.loop_lock);
+			D.inflight--;
+			pthread_mutex_unlock(&D.loop_lock);
+		}
+		free(d);
+		pthread_mutex_lock(&D.loop_lock);
+	}
+	D.nreplayers--;
+	pthread_cond_broadcast(&D.loop_cond);
+	pthread_mutex_unlock(&D.loop_lock);
+	return NULL;
+}
+
+/* ---- the barrier --------------------------------------------------------- */
+
+static void barrier_raise(void)
+{
+	pthread_mutex_lock(&D.loop_lock);
+	D.barrier = true;
+	while (D.inflight > 0)
+		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+	pthread_mutex_unlock(&D.loop_lock);
+}
+
+static void barrier_drop(void)
+{
+	pthread_mutex_lock(&D.loop_lock);
+	D.barrier = false;
+	pthread_cond_broadcast(&D.loop_cond);
+	while (D.deferred_head && D.nreplayers < REPLAYERS_MAX &&
+	       D.nreplayers < D.ndeferred) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, replayer_main, NULL) != 0)
+			break;
+		pthread_detach(t);
+		D.nreplayers++;
+	}
+	if (D.deferred_head && D.nreplayers == 0)
+		dlog(LOG_ERR, "cannot start a thread to replay %u held requests", D.ndeferred);
+	pthread_mutex_unlock(&D.loop_lock);
+}
+
+/*
+ * Rule 10: dirty pages of shared writable mmaps reach the daemon only when
+ * the kernel writes them back; invalidating an inode writes them back and
+ * waits.  This runs BEFORE the barrier goes up: a held write(2) keeps its
+ * page-cache pages locked until it is answered, so invalidating its inode
+ * while it is held would never return.  Pages dirtied after this point are
+ * racing the take and land after it.
+ */
+static void flush_dirty_pages(void)
+{
+	fuse_ino_t *inos;
+	size_t n = nodes_with_writers(&inos);
+
+	for (size_t i = 0; i < n; i++) {
+		int rc = fuse_lowlevel_notify_inval_inode(D.se, inos[i], 0, 0);
+
+		if (rc < 0 && rc != -ENOENT)
+			dlog(LOG_WARNING, "write back inode %#" PRIx64 ": %s",
+			     (uint64_t)inos[i], strerror(-rc));
+	}
+	free(inos);
+}
+
+/* ---- control commands ---------------------------------------------------- */
+
+static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
+{
+	char upper[PATH_MAX], work[PATH_MAX];
+	struct ovs_layer *layer = NULL, *old;
+	uint64_t id;
+	int rc;
+
+	if (lockfd >= 0)
+		ovs_lock_note(lockfd, "take (ovsnapd)");
+	flush_dirty_pages();
+	barrier_raise();
+
+	/* Rule 12: what the snapshot shows is on disk before it exists. */
+	if (syncfs(D.srcfd) < 0) {
+		rc = ovs_err(errno, "syncfs %s: %m", D.src);
+		goto out;
+	}
+	/* The CLI may have changed the registry (names, holds, drops). */
+	rc = ovs_registry_load(D.vol);
+	if (rc < 0)
+		goto out;
+	D.vol->lockfd = lockfd;
+	rc = ovs_registry_add_snapshot(D.vol, name, D.srcfd, &id);
+	D.vol->lockfd = -1;
+	if (rc < 0)
+		goto out;
+	rc = ovs_snapshot_upper(D.vol, id, upper, sizeof(upper));
+	if (rc == 0)
+		rc = ovs_snapshot_work(D.vol, id, work, sizeof(work));
+	if (rc == 0)
+		rc = ovs_layer_open(upper, work, D.srcfd, 0, &layer);
+	if (rc < 0) {
+		char why[1024];
+
+		/* Never leave a registered layer that receives nothing. */
+		snprintf(why, sizeof(why), "%s", ovs_last_error());
+		D.vol->lockfd = lockfd;
+		if (ovs_registry_remove_snapshot(D.vol, id) < 0)
+			dlog(LOG_ERR, "cannot unregister snapshot %" PRIu64 " after a failed take: %s",
+			     id, ovs_last_error());
+		D.vol->lockfd = -1;
+		rc = ovs_err(-rc, "%s", why);
+		goto out;
+	}
+
+	/* The switch: no change is between preserve and change now. */
+	pthread_rwlock_wrlock(&D.preserve_lock);
+	old = D.layer;
+	D.layer = layer;
+	D.layer_id = id;
+	__atomic_add_fetch(&D.epoch, 1, __ATOMIC_ACQ_REL);
+	pthread_rwlock_unlock(&D.preserve_lock);
+	if (old)
+		ovs_layer_close(old);
+	dlog(LOG_INFO, "snapshot %" PRIu64 " taken; changes now go to %s", id, upper);
+	*id_out = id;
+	rc = 0;
+out:
+	barrier_drop();
+	return rc;
+}
+
+static bool test_hooks(void)
+{
+	const char *e = getenv("OVSNAPD_TEST_HOOKS");
+
+	return e && strcmp(e, "1") == 0;
+}
+
+/* Test hook: hold the barrier for ms milliseconds, as a take would. */
+static void barrier_hold(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	barrier_raise();
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	barrier_drop();
+}
+
+static int stop_daemon(bool lazy)
+{
+	unsigned long open;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	open = D.open_handles;
+	pthread_mutex_unlock(&D.nodes_lock);
+	if (open && !lazy)
+		return ovs_err(EBUSY, "files are open (%lu handles)", open);
+	if (umount2(D.src, lazy ? MNT_DETACH : 0) < 0) {
+		if (errno == EBUSY)
+			return ovs_err(EBUSY, "%s is busy (a process works in it)", D.src);
+		return ovs_err(errno, "unmount %s: %m", D.src);
+	}
+	return 0;
+}
+
+static void handle_request(int conn)
+{
+	char req[OVS_CTL_MSG_MAX];
+	int passed = -1, rc;
+
+	rc = ovs_ctl_recv(conn, req, sizeof(req), &passed);
+	if (rc < 0)
+		return;
+	dbg("control: %s", req);
+	if (strcmp(req, "status") == 0) {
+		unsigned long open;
+
+		pthread_mutex_lock(&D.nodes_lock);
+		open = D.open_handles;
+		pthread_mutex_unlock(&D.nodes_lock);
+		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
+			      " open=%lu deferred=%u", (int)getpid(), D.layer_id,
+			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred);
+	} else if (strcmp(req, "take") == 0 || strncmp(req, "take ", 5) == 0) {
+		const char *name = req[4] ? req + 5 : "-";
+		uint64_t id = 0;
+
+		rc = take_snapshot(strcmp(name, "-") ? name : NULL, passed, &id);
+		if (rc < 0) {
+			dlog(LOG_ERR, "take failed: %s", ovs_last_error());
+			ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
+		} else {
+			ovs_ctl_reply(conn, "ok %" PRIu64, id);
+		}
+	} else if (strcmp(req, "stop") == 0 || strcmp(req, "stop lazy") == 0) {
+		rc = stop_daemon(strcmp(req, "stop lazy") == 0);
+		if (rc < 0) {
+			ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
+		} else {
+			dlog(LOG_INFO, "stopped by request (%s)", req);
+			pthread_mutex_lock(&D.loop_lock);
+			D.stopping = true;
+			pthread_mutex_unlock(&D.loop_lock);
+			/* A new daemon may start at once: the socket path is
+			 * no longer ours. */
+			unlink(ovs_volume_socket(D.vol));
+			ovs_ctl_reply(conn, "ok");
+		}
+	} else if (strncmp(req, "barrier-hold ", 13) == 0 && test_hooks()) {
+		barrier_hold(strtol(req + 13, NULL, 10));
+		ovs_ctl_reply(conn, "ok");
+	} else {
+		ovs_ctl_reply(conn, "err %d unknown request: %.64s", EINVAL, req);
+	}
+	/* The CLI's volume lock stays held until the reply is out. */
+	if (passed >= 0)
+		close(passed);
+}
+
+static void *control_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int conn = accept4(D.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (conn < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EINVAL || errno == EBADF)
+				break;	/* shut down */
+			dlog(LOG_ERR, "accept on the control socket: %m");
+			sleep(1);
+			continue;
+		}
+		handle_request(conn);
+		close(conn);
+		pthread_mutex_lock(&D.loop_lock);
+		if (D.stopping) {
+			pthread_mutex_unlock(&D.loop_lock);
+			break;
+		}
+		pthread_mutex_unlock(&D.loop_lock);
+	}
+	return NULL;
+}
+
+int daemon_loop(void)
+{
+	pthread_t ctl;
+	bool stopped;
+
+	pthread_mutex_lock(&D.loop_lock);
+	for (int i = 0; i < WORKERS_START; i++)
+		spawn_worker();
+	pthread_mutex_unlock(&D.loop_lock);
+	if (pthread_create(&ctl, NULL, control_main, NULL) != 0) {
+		dlog(LOG_ERR, "cannot start the control thread");
+		return 1;
+	}
+	pthread_detach(ctl);
+
+	pthread_mutex_lock(&D.loop_lock);
+	while (D.nworkers > 0 || D.nreplayers > 0)
+		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+	stopped = D.stopping;
+	pthread_mutex_unlock(&D.loop_lock);
+	if (!stopped) {
+		/* Someone unmounted SRC behind our back: nothing left to
+		 * serve.  The socket would only mislead the CLI. */
+		dlog(LOG_WARNING, "%s was unmounted; exiting", D.src);
+		unlink(ovs_volume_socket(D.vol));
+	}
+	return 0;
+}

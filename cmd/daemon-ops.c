@@ -1,1 +1,1187 @@
-/* placeholder: being written */
+/*
+ * The FUSE operations of the snapshot mount: a passthrough to the real SRC
+ * (reached through O_PATH fds of a private clone of its mount) with the
+ * preservation rules of DESIGN.md section 2 before every change.
+ *
+ * Locking (rule 9):
+ *  - preserve_lock (rwlock): every change holds it for reading from its
+ *    preservation to the end of the change; a take holds it for writing
+ *    only to swap the layer, so the layer and epoch are stable in between.
+ *  - change_lock (mutex): every namespace change, and every data or
+ *    metadata change of an object not yet known covered in this epoch,
+ *    holds it across preserve+change.  A change of an object already
+ *    covered in this epoch needs nothing more: a covered path stays
+ *    covered for the life of the layer, whatever the object is renamed to
+ *    (every new name it gets is covered first).
+ *  - nodes_lock (daemon-nodes.c): the inode table, innermost.
+ *
+ * Identity: preservation runs as root; namespace changes, opens and xattr
+ * changes run as the caller (daemon-nodes.c), so ownership, setgid
+ * directories, the umask, default ACLs and sticky directories behave as on
+ * the real filesystem.  setattr runs as root: the kernel has checked it
+ * (default_permissions), and it also carries the kernel's own clearing of
+ * setuid bits after a write by another user, which the caller could not do.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#define ATTR_TIMEOUT 1.0
+#define ENTRY_TIMEOUT 1.0
+
+#define PROC_FD_PATH(buf, fd) snprintf(buf, sizeof(buf), "/proc/self/fd/%d", fd)
+
+static struct dhandle *handle_of(struct fuse_file_info *fi)
+{
+	return (struct dhandle *)(uintptr_t)fi->fh;
+}
+
+static int stat_node(struct dnode *n, struct stat *st)
+{
+	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ---- preservation ------------------------------------------------------ */
+
+static void change_enter(void)
+{
+	pthread_rwlock_rdlock(&D.preserve_lock);
+}
+
+static void change_leave(void)
+{
+	pthread_rwlock_unlock(&D.preserve_lock);
+}
+
+static int preserve_failed(int rc, const char *what, const char *path)
+{
+	dlog(LOG_ERR, "cannot preserve %s before %s: %s", *path ? path : "/", what,
+	     ovs_last_error());
+	return rc < 0 ? -rc : EIO;
+}
+
+/* Rule 1 for the object of node n.  Caller holds preserve_lock and
+ * change_lock. */
+static int preserve_node(struct dnode *n, const char *what)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	if (!D.layer || n->covered_epoch == D.epoch)
+		return 0;
+	rc = node_path(n, path, sizeof(path));
+	if (rc == -ENOENT)
+		return 0;	/* no name left: not part of the tree any more */
+	if (rc < 0)
+		return -rc;
+	rc = ovs_preserve_object(D.layer, D.hlmap, path);
+	if (rc < 0)
+		return preserve_failed(rc, what, path);
+	__atomic_store_n(&n->covered_epoch, D.epoch, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * Before a data or metadata change of an existing object: the fast path
+ * (already covered in this epoch) takes only the read side of
+ * preserve_lock.  *locked tells whether change_lock is held too; release
+ * both with object_change_end().
+ */
+static int object_change_begin(struct dnode *n, bool *locked, const char *what)
+{
+	change_enter();
+	*locked = false;
+	if (!D.layer || __atomic_load_n(&n->covered_epoch, __ATOMIC_ACQUIRE) == D.epoch)
+		return 0;
+	pthread_mutex_lock(&D.change_lock);
+	*locked = true;
+	return preserve_node(n, what);
+}
+
+static void object_change_end(bool locked)
+{
+	if (locked)
+		pthread_mutex_unlock(&D.change_lock);
+	change_leave();
+}
+
+static void ns_change_begin(void)
+{
+	change_enter();
+	pthread_mutex_lock(&D.change_lock);
+}
+
+static void ns_change_end(void)
+{
+	pthread_mutex_unlock(&D.change_lock);
+	change_leave();
+}
+
+static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *, const char *),
+			 const char *path, const char *what)
+{
+	int rc;
+
+	if (!D.layer)
+		return 0;
+	rc = fn(D.layer, D.hlmap, path);
+	if (rc < 0)
+		return preserve_failed(rc, what, path);
+	return 0;
+}
+
+static int preserve_rmdir_path(const char *path, const char *what)
+{
+	int rc;
+
+	if (!D.layer)
+		return 0;
+	rc = ovs_preserve_rmdir(D.layer, path);
+	if (rc < 0)
+		return preserve_failed(rc, what, path);
+	return 0;
+}
+
+/* Rule 3 needs the directory empty before it is marked opaque: an opaque
+ * copy of a non-empty directory would hide its old entries. */
+static int dir_is_empty(int dirfd, const char *name)
+{
+	struct dirent *de;
+	DIR *dp;
+	int fd, empty = 1;
+
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while ((de = readdir(dp))) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	}
+	closedir(dp);
+	return empty;
+}
+
+/* Another name under SRC of the hard-linked object at path (for the node
+ * when path goes away), malloc'ed, or NULL. */
+static char *other_name(const char *path, const struct stat *st)
+{
+	char **names, *found = NULL;
+	size_t n;
+
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap)
+		return NULL;
+	if (ovs_hlmap_names(D.hlmap, D.srcfd, path, &names, &n) < 0)
+		return NULL;
+	for (size_t i = 0; i < n && !found; i++)
+		if (strcmp(names[i], path) != 0)
+			found = strdup(names[i]);
+	ovs_hlmap_names_free(names, n);
+	return found;
+}
+
+/* ---- entries ------------------------------------------------------------- */
+
+static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e)
+{
+	struct dnode *n;
+	int fd;
+
+	if (!strcmp(name, ".") || !strcmp(name, "..") || strchr(name, '/'))
+		return EINVAL;
+	memset(e, 0, sizeof(*e));
+	for (;;) {
+		uint64_t seq = nodes_seq();
+
+		fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+			int err = errno;
+
+			close(fd);
+			return err;
+		}
+		/* Rule 15: the clone of SRC's mount has no submounts, so
+		 * only another device on the same mount is left: a btrfs
+		 * subvolume. */
+		if (e->attr.st_dev != D.src_dev) {
+			close(fd);
+			return EXDEV;
+		}
+		n = node_get(fd, &e->attr, parent, name, seq);
+		if (n)
+			break;
+		if (errno != EAGAIN)
+			return errno;
+	}
+	e->ino = node_ino(n);
+	e->attr_timeout = ATTR_TIMEOUT;
+	e->entry_timeout = ENTRY_TIMEOUT;
+	return 0;
+}
+
+/* After a name was created: the new object is covered by the whiteout
+ * preserve_name put there. */
+static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_param *e)
+{
+	int err = do_lookup(parent, name, e);
+
+	if (!err)
+		__atomic_store_n(&node_of(e->ino)->covered_epoch, D.epoch, __ATOMIC_RELEASE);
+	return err;
+}
+
+/* ---- operations ------------------------------------------------------------ */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* The header peek of daemon-loop.c needs requests in memory. */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	/* Rule 10: never let the kernel hold all writes back. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	/* The kernel clears setuid bits itself (through setattr). */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* Only this mount reaches SRC, so the kernel's local lock tables
+	 * are complete: POSIX and flock locks need no daemon round trip. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	/* The real filesystem applies the umask, or a default ACL instead. */
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->time_gran = 1;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int err = do_lookup(node_of(parent), name, &e);
+
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	node_forget(node_of(ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		node_forget(node_of(forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	rc = stat_node(node_of(ino), &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
+			 struct fuse_file_info *fi)
+{
+	char proc[64];
+	int fd = fi ? handle_of(fi)->fd : -1;
+
+	PROC_FD_PATH(proc, n->fd);
+	if (valid & FUSE_SET_ATTR_MODE) {
+		if ((fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(proc, attr->st_mode)) < 0)
+			return errno;
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+
+		if (fchownat(n->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return errno;
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		if ((fd >= 0 ? ftruncate(fd, attr->st_size) : truncate(proc, attr->st_size)) < 0)
+			return errno;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		struct timespec tv[2] = {
+			{ .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT },
+		};
+
+		if (valid & FUSE_SET_ATTR_ATIME_NOW)
+			tv[0].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_ATIME)
+			tv[0] = attr->st_atim;
+		if (valid & FUSE_SET_ATTR_MTIME_NOW)
+			tv[1].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_MTIME)
+			tv[1] = attr->st_mtim;
+		if ((fd >= 0 ? futimens(fd, tv)
+			     : utimensat(n->fd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)) < 0)
+			return errno;
+	}
+	return 0;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		       struct fuse_file_info *fi)
+{
+	struct dnode *n = node_of(ino);
+	struct stat st;
+	bool locked;
+	int err;
+
+	err = object_change_begin(n, &locked, "setattr");
+	if (!err)
+		err = apply_setattr(n, attr, valid, fi);
+	object_change_end(locked);
+	if (!err)
+		err = -stat_node(n, &st);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t len = readlinkat(node_of(ino)->fd, "", buf, sizeof(buf));
+
+	if (len < 0)
+		fuse_reply_err(req, errno);
+	else if (len == sizeof(buf))
+		fuse_reply_err(req, ENAMETOOLONG);
+	else {
+		buf[len] = 0;
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+enum create_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
+
+/* mknod, mkdir and symlink: rule 2, then create as the caller. */
+static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
+		       enum create_kind kind, mode_t mode, dev_t rdev, const char *target)
+{
+	struct dnode *parent = node_of(parent_ino);
+	struct fuse_entry_param e;
+	char path[PATH_MAX];
+	int rc, err = 0;
+
+	/* Rule 14: a 0/0 character device reads as a whiteout. */
+	if (kind == MAKE_NODE && S_ISCHR(mode) && rdev == 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	ns_change_begin();
+	rc = node_child_path(parent, name, path, sizeof(path));
+	if (rc < 0)
+		err = -rc;
+	if (!err)
+		err = preserve_path(ovs_preserve_name, path, "create");
+	if (!err) {
+		rc = identity_become(req, kind != MAKE_SYMLINK);
+		if (rc == 0) {
+			if (kind == MAKE_DIR)
+				rc = mkdirat(parent->fd, name, mode);
+			else if (kind == MAKE_SYMLINK)
+				rc = symlinkat(target, parent->fd, name);
+			else
+				rc = mknodat(parent->fd, name, mode, rdev);
+			if (rc < 0)
+				rc = -errno;
+		}
+		identity_restore();
+		err = -rc;
+	}
+	if (!err)
+		err = new_entry(parent, name, &e);
+	ns_change_end();
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	make_entry(req, parent, name, MAKE_NODE, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_entry(req, parent, name, MAKE_DIR, mode | S_IFDIR, 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_entry(req, parent, name, MAKE_SYMLINK, S_IFLNK, 0, link);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
+{
+	struct dnode *parent = node_of(parent_ino);
+	char path[PATH_MAX], *other = NULL;
+	struct stat st;
+	int rc, err = 0;
+
+	ns_change_begin();
+	rc = node_child_path(parent, name, path, sizeof(path));
+	if (rc < 0)
+		err = -rc;
+	else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		err = errno;
+	else if (S_ISDIR(st.st_mode))
+		err = EISDIR;
+	if (!err)
+		err = preserve_path(ovs_preserve_object, path, "unlink");
+	if (!err) {
+		other = other_name(path, &st);
+		rc = identity_become(req, false);
+		if (rc == 0 && unlinkat(parent->fd, name, 0) < 0)
+			rc = -errno;
+		identity_restore();
+		err = -rc;
+	}
+	if (!err) {
+		if (D.hlmap && st.st_nlink > 1)
+			ovs_hlmap_unlink(D.hlmap, D.srcfd, path, &st);
+		node_update_removed(st.st_dev, st.st_ino, parent, name, other);
+	}
+	ns_change_end();
+	free(other);
+	fuse_reply_err(req, err);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
+{
+	struct dnode *parent = node_of(parent_ino);
+	char path[PATH_MAX];
+	struct stat st;
+	int rc, err = 0;
+
+	ns_change_begin();
+	rc = node_child_path(parent, name, path, sizeof(path));
+	if (rc < 0)
+		err = -rc;
+	else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		err = errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = ENOTDIR;
+	/* Empty under change_lock: nothing can be created in it until the
+	 * rmdir is done (rule 3). */
+	if (!err) {
+		rc = dir_is_empty(parent->fd, name);
+		err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
+	}
+	if (!err)
+		err = preserve_rmdir_path(path, "rmdir");
+	if (!err) {
+		rc = identity_become(req, false);
+		if (rc == 0 && unlinkat(parent->fd, name, AT_REMOVEDIR) < 0)
+			rc = -errno;
+		identity_restore();
+		err = -rc;
+	}
+	if (!err)
+		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL);
+	ns_change_end();
+	fuse_reply_err(req, err);
+}
+
+/* Preserve one side of a rename as an object that is about to move. */
+static int preserve_moving(const char *path, const struct stat *st)
+{
+	if (S_ISDIR(st->st_mode))
+		return preserve_path(ovs_preserve_subtree, path, "rename");
+	return preserve_path(ovs_preserve_object, path, "rename");
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
+		      fuse_ino_t newparent_ino, const char *newname, unsigned int flags)
+{
+	struct dnode *parent = node_of(parent_ino), *newparent = node_of(newparent_ino);
+	char from[PATH_MAX], to[PATH_MAX], *other = NULL;
+	struct stat st_from, st_to;
+	bool target_exists = false;
+	int rc, err = 0;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	ns_change_begin();
+	rc = node_child_path(parent, name, from, sizeof(from));
+	if (rc == 0)
+		rc = node_child_path(newparent, newname, to, sizeof(to));
+	if (rc < 0)
+		err = -rc;
+	else if (fstatat(parent->fd, name, &st_from, AT_SYMLINK_NOFOLLOW) < 0)
+		err = errno;
+	if (!err) {
+		if (fstatat(newparent->fd, newname, &st_to, AT_SYMLINK_NOFOLLOW) == 0)
+			target_exists = true;
+		else if (errno != ENOENT)
+			err = errno;
+	}
+	if (!err && target_exists && st_to.st_dev == st_from.st_dev &&
+	    st_to.st_ino == st_from.st_ino) {
+		/* Two names of one file: rename(2) does nothing. */
+		ns_change_end();
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (!err && (flags & RENAME_EXCHANGE) && !target_exists)
+		err = ENOENT;
+	if (!err && (flags & RENAME_NOREPLACE) && target_exists)
+		err = EEXIST;
+
+	/* Preserving more than a failing rename needed is harmless: an
+	 * uncovered path still shows its snapshot state.  Only the opaque
+	 * mark of rule 3 must not land on a non-empty directory. */
+	if (!err)
+		err = preserve_moving(from, &st_from);
+	if (!err && (flags & RENAME_EXCHANGE))
+		err = preserve_moving(to, &st_to);
+	else if (!err && target_exists && S_ISDIR(st_to.st_mode)) {
+		rc = dir_is_empty(newparent->fd, newname);
+		if (rc < 0)
+			err = -rc;
+		else if (rc == 1)
+			err = preserve_rmdir_path(to, "rename over a directory");
+		/* not empty: the rename fails below */
+	} else if (!err)
+		err = preserve_path(ovs_preserve_name, to, "rename");
+
+	if (!err) {
+		if (target_exists && !(flags & RENAME_EXCHANGE))
+			other = other_name(to, &st_to);
+		rc = identity_become(req, false);
+		if (rc == 0 && renameat2(parent->fd, name, newparent->fd, newname, flags) < 0)
+			rc = -errno;
+		identity_restore();
+		err = -rc;
+	}
+	if (!err && (flags & RENAME_EXCHANGE)) {
+		if (D.hlmap) {
+			ovs_hlmap_rename(D.hlmap, from, "/exchange");
+			ovs_hlmap_rename(D.hlmap, to, from);
+			ovs_hlmap_rename(D.hlmap, "/exchange", to);
+		}
+		node_update_exchanged(&st_from, parent, name, &st_to, newparent, newname);
+	} else if (!err) {
+		if (target_exists) {
+			if (D.hlmap && !S_ISDIR(st_to.st_mode) && st_to.st_nlink > 1)
+				ovs_hlmap_unlink(D.hlmap, D.srcfd, to, &st_to);
+			node_update_removed(st_to.st_dev, st_to.st_ino, newparent, newname, other);
+		}
+		if (D.hlmap)
+			ovs_hlmap_rename(D.hlmap, from, to);
+		node_update_moved(st_from.st_dev, st_from.st_ino, parent, name, newparent, newname);
+	}
+	ns_change_end();
+	free(other);
+	fuse_reply_err(req, err);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
+		    const char *newname)
+{
+	struct dnode *n = node_of(ino), *newparent = node_of(newparent_ino);
+	char from[PATH_MAX], to[PATH_MAX], proc[64];
+	struct fuse_entry_param e;
+	int rc, err = 0;
+
+	ns_change_begin();
+	rc = node_path(n, from, sizeof(from));
+	if (rc == 0)
+		rc = node_child_path(newparent, newname, to, sizeof(to));
+	if (rc < 0)
+		err = -rc;
+	if (!err)
+		err = preserve_node(n, "link");
+	if (!err)
+		err = preserve_path(ovs_preserve_name, to, "link");
+	if (!err) {
+		PROC_FD_PATH(proc, n->fd);
+		rc = identity_become(req, false);
+		if (rc == 0 && linkat(AT_FDCWD, proc, newparent->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+			rc = -errno;
+		identity_restore();
+		err = -rc;
+	}
+	if (!err) {
+		if (D.hlmap)
+			ovs_hlmap_link(D.hlmap, D.srcfd, from, to);
+		err = new_entry(newparent, newname, &e);
+	}
+	ns_change_end();
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
+{
+	struct dhandle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->fd = fd;
+	h->node = n;
+	h->writable = writable;
+	node_open_count(n, writable, 1);
+	return h;
+}
+
+static int open_flags(int flags)
+{
+	/* O_DIRECT would need aligned buffers for our pwrite; the kernel
+	 * already bypasses its cache for such opens. */
+	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT)) | O_CLOEXEC;
+}
+
+static bool flags_writable(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dnode *n = node_of(ino);
+	bool trunc = fi->flags & O_TRUNC, locked = false;
+	struct dhandle *h;
+	char proc[64];
+	int fd = -1, rc, err = 0;
+
+	if (trunc)
+		err = object_change_begin(n, &locked, "open with O_TRUNC");
+	if (!err) {
+		PROC_FD_PATH(proc, n->fd);
+		rc = identity_become(req, false);
+		if (rc == 0) {
+			fd = open(proc, open_flags(fi->flags));
+			if (fd < 0)
+				rc = -errno;
+		}
+		identity_restore();
+		err = -rc;
+	}
+	if (trunc)
+		object_change_end(locked);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	h = new_handle(n, fd, flags_writable(fi->flags));
+	if (!h) {
+		close(fd);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		node_open_count(n, h->writable, -1);
+		close(fd);
+		free(h);
+	}
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct dnode *parent = node_of(parent_ino);
+	struct fuse_entry_param e;
+	struct dhandle *h = NULL;
+	char path[PATH_MAX];
+	int fd = -1, rc, err = 0;
+
+	ns_change_begin();
+	rc = node_child_path(parent, name, path, sizeof(path));
+	if (rc < 0)
+		err = -rc;
+	if (!err)
+		err = preserve_path(ovs_preserve_name, path, "create");
+	if (!err) {
+		rc = identity_become(req, true);
+		if (rc == 0) {
+			fd = openat(parent->fd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW,
+				    mode);
+			if (fd < 0)
+				rc = -errno;
+		}
+		identity_restore();
+		err = -rc;
+	}
+	if (!err)
+		err = new_entry(parent, name, &e);
+	ns_change_end();
+	if (!err) {
+		h = new_handle(node_of(e.ino), fd, flags_writable(fi->flags));
+		if (!h) {
+			node_forget(node_of(e.ino), 1);
+			err = ENOMEM;
+		}
+	}
+	if (err) {
+		if (fd >= 0)
+			close(fd);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		node_open_count(h->node, h->writable, -1);
+		close(fd);
+		free(h);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	(void)ino;
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = handle_of(fi)->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, 0);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
+			 off_t off, struct fuse_file_info *fi)
+{
+	struct dnode *n = node_of(ino);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	bool locked;
+	ssize_t res;
+	int err;
+
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = handle_of(fi)->fd;
+	out.buf[0].pos = off;
+	err = object_change_begin(n, &locked, "write");
+	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
+	object_change_end(locked);
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_write(req, (size_t)res);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int fd = dup(handle_of(fi)->fd);
+
+	(void)ino;
+	/* Report errors of a filesystem that defers them to close. */
+	if (fd < 0 || close(fd) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dhandle *h = handle_of(fi);
+
+	(void)ino;
+	close(h->fd);
+	node_open_count(h->node, h->writable, -1);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	int fd = handle_of(fi)->fd;
+
+	(void)ino;
+	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	bool locked;
+	int err;
+
+	err = object_change_begin(node_of(ino), &locked, "fallocate");
+	if (!err && fallocate(handle_of(fi)->fd, mode, off, len) < 0)
+		err = errno;
+	object_change_end(locked);
+	fuse_reply_err(req, err);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	bool locked;
+	ssize_t res;
+	int err;
+
+	(void)ino_in;
+	err = object_change_begin(node_of(ino_out), &locked, "copy_file_range");
+	res = err ? -err : copy_file_range(handle_of(fi_in)->fd, &off_in, handle_of(fi_out)->fd,
+					   &off_out, len, flags);
+	if (res < 0 && !err)
+		res = -errno;
+	object_change_end(locked);
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_write(req, (size_t)res);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	off_t res = lseek(handle_of(fi)->fd, off, whence);
+
+	(void)ino;
+	if (res < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+/* ---- directories ------------------------------------------------------------ */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dnode *n = node_of(ino);
+	struct dhandle *h;
+	DIR *dp;
+	int fd;
+
+	fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h = new_handle(n, -1, false);
+	if (!h) {
+		closedir(dp);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->fd = dirfd(dp);
+	h->dir = dp;
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		node_open_count(n, false, -1);
+		closedir(dp);
+		free(h);
+	}
+}
+
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct dhandle *h = handle_of(fi);
+	struct dnode *dir = node_of(ino);
+	char *buf = calloc(1, size), *p = buf;
+	size_t rem = size;
+	int err = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (off != h->dir_offset) {
+		seekdir(h->dir, off);
+		h->dir_entry = NULL;
+		h->dir_offset = off;
+	}
+	for (;;) {
+		struct fuse_entry_param e;
+		struct dirent *de = h->dir_entry;
+		size_t entsize;
+
+		if (!de) {
+			errno = 0;
+			de = readdir(h->dir);
+			if (!de) {
+				err = errno;
+				break;
+			}
+			h->dir_entry = de;
+		}
+		if (plus) {
+			memset(&e, 0, sizeof(e));
+			if (is_dot(de->d_name) || do_lookup(dir, de->d_name, &e) != 0) {
+				/* No entry for the kernel to cache: the name only. */
+				memset(&e, 0, sizeof(e));
+				e.attr.st_ino = de->d_ino;
+				e.attr.st_mode = DTTOIF(de->d_type);
+			}
+			entsize = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
+			if (entsize > rem) {
+				if (e.ino)
+					node_forget(node_of(e.ino), 1);
+				break;
+			}
+		} else {
+			struct stat st = {
+				.st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type),
+			};
+
+			entsize = fuse_add_direntry(req, p, rem, de->d_name, &st, de->d_off);
+			if (entsize > rem)
+				break;
+		}
+		p += entsize;
+		rem -= entsize;
+		h->dir_entry = NULL;
+		h->dir_offset = de->d_off;
+	}
+	/* An error after some entries is reported by the next call. */
+	if (err && rem == size)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dhandle *h = handle_of(fi);
+
+	(void)ino;
+	closedir(h->dir);
+	node_open_count(h->node, false, -1);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	int fd = handle_of(fi)->fd;
+
+	(void)ino;
+	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	(void)ino;
+	if (fstatvfs(D.srcfd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/* ---- xattrs ------------------------------------------------------------------ */
+
+/*
+ * Through the node's /proc/self/fd magic link: it lands on the object
+ * itself, a symlink included, and works on O_PATH fds (the *xattrat calls
+ * with an empty name refuse O_PATH fds with EBADF).
+ */
+static ssize_t node_xattr(struct dnode *n, char op, const char *name, void *buf,
+			  size_t size, int flags)
+{
+	char proc[64];
+	ssize_t rc;
+
+	PROC_FD_PATH(proc, n->fd);
+	switch (op) {
+	case 'g':
+		rc = getxattr(proc, name, buf, size);
+		break;
+	case 'l':
+		rc = listxattr(proc, buf, size);
+		break;
+	case 's':
+		rc = setxattr(proc, name, buf, size, flags);
+		break;
+	default:
+		rc = removexattr(proc, name);
+		break;
+	}
+	return rc < 0 ? -errno : rc;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct dnode *n = node_of(ino);
+	bool locked;
+	int rc, err;
+
+	err = object_change_begin(n, &locked, "setxattr");
+	if (!err) {
+		rc = identity_become(req, false);
+		if (rc == 0)
+			rc = node_xattr(n, 's', name, (void *)value, size, flags);
+		identity_restore();
+		err = -rc;
+	}
+	object_change_end(locked);
+	fuse_reply_err(req, err);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct dnode *n = node_of(ino);
+	bool locked;
+	int rc, err;
+
+	err = object_change_begin(n, &locked, "removexattr");
+	if (!err) {
+		rc = identity_become(req, false);
+		if (rc == 0)
+			rc = node_xattr(n, 'r', name, NULL, 0, 0);
+		identity_restore();
+		err = -rc;
+	}
+	object_change_end(locked);
+	fuse_reply_err(req, err);
+}
+
+static void reply_xattr_result(fuse_req_t req, ssize_t rc, size_t size, const char *buf)
+{
+	if (rc < 0)
+		fuse_reply_err(req, (int)-rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t rc;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = node_xattr(node_of(ino), 'g', name, buf, size, 0);
+	reply_xattr_result(req, rc, size, buf);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t rc;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = node_xattr(node_of(ino), 'l', NULL, buf, size, 0);
+	reply_xattr_result(req, rc, size, buf);
+	free(buf);
+}
+
+const struct fuse_lowlevel_ops daemon_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+	.lseek = op_lseek,
+};

@@ -1,1 +1,155 @@
-/* placeholder: being written */
+/*
+ * ovsnapd, the snapshot-mount daemon: a FUSE file system mounted over SRC
+ * that preserves what is about to change into the newest snapshot's upper
+ * layer before letting the change reach the real directory.
+ *
+ *   ovsnapd.c       setup: volume, the real SRC, layer, mount, ready fd
+ *   daemon-nodes.c  the inode table (node <-> real object, live path) and
+ *                   acting with the caller's identity
+ *   daemon-ops.c    the FUSE operations with the preservation rules
+ *   daemon-loop.c   worker threads, the take barrier, the control socket
+ */
+#ifndef OVSNAP_DAEMON_H
+#define OVSNAP_DAEMON_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "libovsnap.h"
+#include "preserve.h"
+
+/*
+ * One real object the kernel knows (keyed by st_dev/st_ino, like
+ * libfuse's passthrough_hp).  The O_PATH fd keeps the inode alive, so its
+ * number cannot be reused while the node exists.  parent/name is one
+ * current name of the object (the engine wants paths relative to SRC); a
+ * node whose last known name was removed has name NULL and needs no
+ * preservation any more: it is no longer part of the tree.
+ */
+struct dnode {
+	dev_t dev;
+	ino_t ino;
+	int fd;			/* O_PATH | O_NOFOLLOW */
+	mode_t type;		/* S_IFMT bits */
+	uint64_t nlookup;	/* kernel references */
+	unsigned children;	/* nodes whose parent this is */
+	unsigned nopen;		/* open handles (files and directories) */
+	unsigned nwriters;	/* handles open for writing */
+	struct dnode *parent;
+	char *name;
+	/* Epoch of the layer in which this object was last found covered
+	 * (preserved): a later change in the same epoch needs nothing. */
+	uint64_t covered_epoch;
+	struct dnode *hnext;	/* hash chain */
+};
+
+/* An open file or directory. */
+struct dhandle {
+	int fd;
+	struct dnode *node;
+	bool writable;
+	/* directories */
+	void *dir;		/* DIR * */
+	off_t dir_offset;
+	struct dirent *dir_entry;	/* read ahead, not yet returned */
+};
+
+struct daemon {
+	/* set up once */
+	char *src;			/* absolute path of SRC */
+	struct ovs_volume *vol;
+	int srcfd;			/* SRC's real root directory (O_RDONLY) */
+	dev_t src_dev;
+	struct fuse_session *se;
+	bool debug;
+	bool foreground;
+	int ctl_fd;			/* listening control socket */
+
+	/* the layer; changed only by a take under preserve_lock (write) */
+	pthread_rwlock_t preserve_lock;	/* read: a change in progress */
+	pthread_mutex_t change_lock;	/* serialises preserve+change (rule 9) */
+	struct ovs_layer *layer;	/* NULL: no snapshot, nothing to preserve */
+	uint64_t layer_id;
+	uint64_t epoch;
+	struct ovs_hlmap *hlmap;
+
+	/* the inode table */
+	pthread_mutex_t nodes_lock;
+	struct dnode **buckets;
+	size_t nbuckets, nnodes;
+	struct dnode *root;
+	unsigned long open_handles;
+	uint64_t ns_seq;		/* bumped by every name change */
+
+	/* the barrier and the worker pool (daemon-loop.c) */
+	pthread_mutex_t loop_lock;
+	pthread_cond_t loop_cond;
+	bool barrier;
+	unsigned inflight;		/* modifying requests being processed */
+	struct deferred *deferred_head, *deferred_tail;
+	unsigned ndeferred;
+	unsigned nworkers, nidle, nreplayers;
+	bool stopping;
+	int exit_status;
+};
+
+extern struct daemon D;
+
+/* ---- logging ----------------------------------------------------------- */
+void dlog(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define dbg(...) do { if (D.debug) dlog(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* ---- daemon-nodes.c ---------------------------------------------------- */
+int nodes_init(int rootfd);
+struct dnode *node_of(fuse_ino_t ino);
+fuse_ino_t node_ino(struct dnode *n);
+/* Find or add the node for the object fd (an O_PATH fd, consumed) named
+ * parent/name; adds one kernel reference.  seq is nodes_seq() from before
+ * the object was opened.  NULL with errno (EAGAIN: look up again). */
+struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
+		       const char *name, uint64_t seq);
+uint64_t nodes_seq(void);
+void node_forget(struct dnode *n, uint64_t nlookup);
+/* The node of an object already known, by identity, or NULL. */
+struct dnode *node_find(dev_t dev, ino_t ino);
+/* Path relative to SRC ("" for the root); -ENOENT when the object has no
+ * known name any more.  Caller holds change_lock so names are stable. */
+int node_path(struct dnode *n, char *buf, size_t len);
+/* Path of parent/name. */
+int node_child_path(struct dnode *parent, const char *name, char *buf, size_t len);
+/* Name bookkeeping after a change to SRC succeeded (caller holds
+ * change_lock).  Nodes are found by identity: a lookup racing the change
+ * may have added one meanwhile. */
+void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
+		       struct dnode *newp, const char *newn);
+/* other: another name (path from the root) of a hard-linked file, or NULL
+ * when the object left the tree. */
+void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
+			 const char *other);
+void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
+			   const struct stat *b, struct dnode *pb, const char *nb);
+void node_open_count(struct dnode *n, bool writable, int delta);
+/* Inode numbers of nodes with a writable handle (malloc'ed). */
+size_t nodes_with_writers(fuse_ino_t **out);
+
+/* The caller's identity for a change to SRC (per thread: setfsuid,
+ * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS)). */
+int identity_become(fuse_req_t req, bool with_umask);
+void identity_restore(void);
+/* Per-thread setup every thread that runs operations needs. */
+int identity_thread_init(void);
+
+/* ---- daemon-ops.c ------------------------------------------------------ */
+extern const struct fuse_lowlevel_ops daemon_ops;
+
+/* ---- daemon-loop.c ----------------------------------------------------- */
+/* Run the workers and the control thread until the session ends; returns
+ * the exit status. */
+int daemon_loop(void);
+
+#endif

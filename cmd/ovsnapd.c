@@ -1,2 +1,365 @@
-/* placeholder: being written */
-int main(void) { return 1; }
+/*
+ * ovsnapd — the snapshot-mount daemon of one volume (ovsnapd(8)).
+ *
+ *   ovsnapd [--foreground] [--ready-fd N] [--debug] SRC
+ *
+ * Opens the real SRC before covering it (also when a dead snapshot mount
+ * still covers it), opens the newest snapshot's layer, mounts itself over
+ * SRC and serves until `ovsnap deactivate` stops it.  The CLI starts it
+ * (cmd/daemon-client.c) and waits for "ok\n" or "err MESSAGE\n" on the
+ * ready fd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "control.h"
+#include "ovsnap-private.h"
+
+#ifndef OPEN_TREE_CLONE
+# define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+# define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef FUSE_SUPER_MAGIC
+# define FUSE_SUPER_MAGIC 0x65735546
+#endif
+
+struct daemon D = {
+	.srcfd = -1,
+	.ctl_fd = -1,
+	.preserve_lock = PTHREAD_RWLOCK_INITIALIZER,
+	.change_lock = PTHREAD_MUTEX_INITIALIZER,
+	.nodes_lock = PTHREAD_MUTEX_INITIALIZER,
+	.loop_lock = PTHREAD_MUTEX_INITIALIZER,
+	.loop_cond = PTHREAD_COND_INITIALIZER,
+	.epoch = 1,
+};
+
+static bool use_syslog;
+
+void dlog(int prio, const char *fmt, ...)
+{
+	char msg[2048], stamp[32];
+	struct timespec ts;
+	struct tm tm;
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (use_syslog)
+		syslog(prio, "%s", msg);
+	/* stderr is the terminal (--foreground) or the log file the CLI
+	 * opened next to the control socket. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%F %T", &tm);
+	fprintf(stderr, "%s ovsnapd[%d]: %s\n", stamp, (int)getpid(), msg);
+	errno = saved;
+}
+
+static int mkdir_p(const char *dir, mode_t mode)
+{
+	char tmp[PATH_MAX];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/*
+ * A directory fd of the real SRC that works even when a dead snapshot
+ * mount still covers it: clone the mount SRC lives on without its
+ * submounts (OPEN_TREE_CLONE, not recursive) and walk to SRC inside the
+ * clone.  The clone has no dead FUSE mount over SRC and no mounts inside
+ * SRC either (rule 15).  *mi gets the mount, for its flags.
+ */
+static int open_real_source(const char *src, struct ovs_mountinfo *mi)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV,
+	};
+	const char *rel;
+	struct statfs sfs;
+	size_t tlen;
+	int mntfd, fd, rc;
+
+	rc = ovs_mount_find(src, mi);
+	if (rc < 0)
+		return rc;
+	tlen = strlen(mi->target);
+	if (strcmp(mi->target, "/") == 0)
+		rel = src + 1;
+	else if (strncmp(src, mi->target, tlen) == 0 && (src[tlen] == '/' || !src[tlen]))
+		rel = src + tlen + (src[tlen] == '/');
+	else
+		return ovs_err(EINVAL, "%s is not below its mount point %s", src, mi->target);
+	if (!*rel)
+		rel = ".";
+
+	mntfd = syscall(SYS_open_tree, AT_FDCWD, mi->target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (mntfd < 0)
+		return ovs_err(errno, "clone the mount %s: %m", mi->target);
+	if (fstatfs(mntfd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
+		close(mntfd);
+		return ovs_err(EBUSY, "%s is covered by a FUSE mount; unmount it first",
+			       mi->target);
+	}
+	fd = syscall(SYS_openat2, mntfd, rel, &how, sizeof(how));
+	rc = errno;
+	close(mntfd);
+	if (fd < 0)
+		return ovs_err(rc, "open %s below its mount: %s", src, strerror(rc));
+	return fd;
+}
+
+/* Mount the FUSE file system over SRC ourselves: libfuse's own mount
+ * stat()s the mount point first, which fails on a dead snapshot mount we
+ * are about to stack over.  libfuse then takes the fd as /dev/fd/N. */
+static int mount_over_source(const struct ovs_mountinfo *mi)
+{
+	char opts[256], fdpath[32], fsname[PATH_MAX + 16];
+	unsigned long flags = 0;
+	struct stat st;
+	int fd;
+
+	if (fstat(D.srcfd, &st) < 0)
+		return ovs_err(errno, "stat %s: %m", D.src);
+	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "open /dev/fuse: %m");
+	snprintf(opts, sizeof(opts),
+		 "fd=%d,rootmode=%o,user_id=0,group_id=0,allow_other,default_permissions",
+		 fd, st.st_mode & S_IFMT);
+	snprintf(fsname, sizeof(fsname), "ovsnap:%s", D.src);
+	if (mi->nosuid)
+		flags |= MS_NOSUID;
+	if (mi->nodev)
+		flags |= MS_NODEV;
+	if (mi->noexec)
+		flags |= MS_NOEXEC;
+	if (mount(fsname, D.src, OVS_FUSE_FSTYPE, flags, opts) < 0) {
+		int err = errno;
+
+		close(fd);
+		return ovs_err(err, "mount over %s: %s", D.src, strerror(err));
+	}
+	snprintf(fdpath, sizeof(fdpath), "/dev/fd/%d", fd);
+	if (fuse_session_mount(D.se, fdpath) != 0) {
+		umount2(D.src, MNT_DETACH);
+		close(fd);
+		return ovs_err(EIO, "libfuse refused the mounted fd");
+	}
+	return 0;
+}
+
+static int open_newest_layer(void)
+{
+	size_t n = ovs_snapshot_count(D.vol);
+	const struct ovs_snapshot *s;
+	char upper[PATH_MAX], work[PATH_MAX];
+	int rc;
+
+	if (n == 0)
+		return 0;	/* no snapshot yet: nothing to preserve */
+	s = ovs_snapshot_at(D.vol, n - 1);
+	rc = ovs_snapshot_upper(D.vol, s->id, upper, sizeof(upper));
+	if (rc == 0)
+		rc = ovs_snapshot_work(D.vol, s->id, work, sizeof(work));
+	if (rc == 0)
+		rc = ovs_layer_open(upper, work, D.srcfd, 0, &D.layer);
+	if (rc < 0)
+		return ovs_err_keep(rc, "open the layer of snapshot %" PRIu64, s->id);
+	D.layer_id = s->id;
+	return 0;
+}
+
+static int setup(const char *src)
+{
+	struct ovs_mountinfo mi = { 0 };
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	char sockdir[PATH_MAX];
+	struct stat st;
+	size_t outside = 0;
+	int rc;
+
+	if (src[0] != '/')
+		return ovs_err(EINVAL, "%s: not an absolute path", src);
+	D.src = strdup(src);
+	if (!D.src)
+		return ovs_err(ENOMEM, "out of memory");
+	rc = ovs_volume_open(src, &D.vol);
+	if (rc == 0)
+		rc = ovs_registry_load(D.vol);
+	if (rc < 0)
+		return rc;
+
+	rc = open_real_source(src, &mi);
+	if (rc < 0)
+		goto out;
+	D.srcfd = rc;
+	if (fstat(D.srcfd, &st) < 0) {
+		rc = ovs_err(errno, "stat %s: %m", src);
+		goto out;
+	}
+	D.src_dev = st.st_dev;
+
+	rc = open_newest_layer();
+	if (rc < 0)
+		goto out;
+	rc = ovs_hlmap_build(D.srcfd, &D.hlmap, &outside);
+	if (rc < 0) {
+		rc = ovs_err_keep(rc, "map the hard links of %s", src);
+		goto out;
+	}
+	if (outside)
+		dlog(LOG_WARNING, "%zu hard link%s from outside %s: changes through %s "
+		     "bypass the snapshots", outside, outside == 1 ? "" : "s", src,
+		     outside == 1 ? "it" : "them");
+	rc = nodes_init(D.srcfd);
+	if (rc < 0) {
+		rc = ovs_err(-rc, "set up the inode table: %s", strerror(-rc));
+		goto out;
+	}
+
+	if (fuse_opt_add_arg(&args, "ovsnapd") != 0 ||
+	    (D.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
+		rc = ovs_err(ENOMEM, "out of memory");
+		goto out;
+	}
+	D.se = fuse_session_new(&args, &daemon_ops, sizeof(daemon_ops), NULL);
+	fuse_opt_free_args(&args);
+	if (!D.se) {
+		rc = ovs_err(EIO, "cannot create the FUSE session");
+		goto out;
+	}
+
+	/* Listen before mounting: nothing to undo on SRC if this fails. */
+	snprintf(sockdir, sizeof(sockdir), "%s", ovs_volume_socket(D.vol));
+	rc = mkdir_p(dirname(sockdir), 0700);
+	if (rc < 0) {
+		rc = ovs_err(-rc, "create the directory of %s: %s", ovs_volume_socket(D.vol),
+			     strerror(-rc));
+		goto out;
+	}
+	rc = ovs_ctl_listen(ovs_volume_socket(D.vol));
+	if (rc < 0)
+		goto out;
+	D.ctl_fd = rc;
+
+	rc = mount_over_source(&mi);
+	if (rc < 0) {
+		unlink(ovs_volume_socket(D.vol));
+		goto out;
+	}
+	dlog(LOG_INFO, "serving %s (layer %" PRIu64 ")", src, D.layer_id);
+	rc = 0;
+out:
+	ovs_mountinfo_clear(&mi);
+	return rc;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: ovsnapd [--foreground] [--ready-fd N] [--debug] SRC\n"
+		"The snapshot-mount daemon; `ovsnap take` and `ovsnap activate` start it.\n"
+		"See ovsnapd(8).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, ready_fd = -1, rc;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "fr:dh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			D.foreground = true;
+			break;
+		case 'r':
+			errno = 0;
+			ready_fd = strtol(optarg, &end, 10);
+			if (errno || *end || ready_fd < 0) {
+				fprintf(stderr, "ovsnapd: bad --ready-fd %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			D.debug = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	if (ready_fd >= 0)
+		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
+	use_syslog = !D.foreground && !D.debug;
+	if (use_syslog)
+		openlog("ovsnapd", LOG_PID, LOG_DAEMON);
+	/* New files get exactly the mode the caller's request carries. */
+	umask(0);
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stderr, NULL, _IOLBF, 0);
+
+	rc = setup(argv[optind]);
+	if (rc < 0) {
+		dlog(LOG_ERR, "%s: %s", argv[optind], ovs_last_error());
+		if (ready_fd >= 0)
+			dprintf(ready_fd, "err %s\n", ovs_last_error());
+		return 1;
+	}
+	if (ready_fd >= 0) {
+		dprintf(ready_fd, "ok\n");
+		close(ready_fd);
+	}
+	rc = daemon_loop();
+	dlog(LOG_INFO, "exiting");
+	return rc;
+}

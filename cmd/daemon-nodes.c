@@ -1,0 +1,469 @@
+/*
+ * The daemon's inode table and the caller's identity.
+ *
+ * Like libfuse's passthrough_hp, a node is one real object keyed by
+ * (st_dev, st_ino) and holds an O_PATH fd of it; the node's address is its
+ * FUSE inode number.  Unlike it, a node also remembers one current name
+ * (parent node + name) because the preservation engine works on paths
+ * relative to SRC.  Only the daemon changes the live tree, so keeping the
+ * names current through lookup, create, rename, link and unlink is enough.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#define NODES_MIN_BUCKETS 1024
+
+static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
+
+	return (h ^ (h >> 29)) & (nbuckets - 1);
+}
+
+static void hash_insert(struct dnode *n)
+{
+	size_t b = bucket_of(n->dev, n->ino, D.nbuckets);
+
+	n->hnext = D.buckets[b];
+	D.buckets[b] = n;
+}
+
+static void hash_grow(void)
+{
+	size_t old = D.nbuckets, nb = old * 2;
+	struct dnode **ob = D.buckets, **nbk = calloc(nb, sizeof(*nbk));
+
+	if (!nbk)
+		return;		/* longer chains, still correct */
+	D.buckets = nbk;
+	D.nbuckets = nb;
+	for (size_t i = 0; i < old; i++) {
+		struct dnode *n = ob[i], *next;
+
+		for (; n; n = next) {
+			next = n->hnext;
+			hash_insert(n);
+		}
+	}
+	free(ob);
+}
+
+static void hash_remove(struct dnode *n)
+{
+	struct dnode **pp = &D.buckets[bucket_of(n->dev, n->ino, D.nbuckets)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == n) {
+			*pp = n->hnext;
+			return;
+		}
+	}
+}
+
+static struct dnode *hash_find(dev_t dev, ino_t ino)
+{
+	struct dnode *n = D.buckets[bucket_of(dev, ino, D.nbuckets)];
+
+	for (; n; n = n->hnext)
+		if (n->ino == ino && n->dev == dev)
+			return n;
+	return NULL;
+}
+
+int nodes_init(int rootfd)
+{
+	struct stat st;
+	struct dnode *root;
+	int fd;
+
+	D.nbuckets = NODES_MIN_BUCKETS;
+	D.buckets = calloc(D.nbuckets, sizeof(*D.buckets));
+	root = calloc(1, sizeof(*root));
+	if (!D.buckets || !root)
+		return -ENOMEM;
+	fd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	root->fd = fd;
+	root->dev = st.st_dev;
+	root->ino = st.st_ino;
+	root->type = S_IFDIR;
+	root->nlookup = 1;	/* never forgotten */
+	root->name = strdup("");
+	if (!root->name)
+		return -ENOMEM;
+	hash_insert(root);
+	D.nnodes = 1;
+	D.root = root;
+	return 0;
+}
+
+struct dnode *node_of(fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return D.root;
+	return (struct dnode *)(uintptr_t)ino;
+}
+
+fuse_ino_t node_ino(struct dnode *n)
+{
+	if (n == D.root)
+		return FUSE_ROOT_ID;
+	return (fuse_ino_t)(uintptr_t)n;
+}
+
+/* Free n and, in turn, ancestors nothing refers to any more.  Caller
+ * holds nodes_lock. */
+static void node_maybe_free(struct dnode *n)
+{
+	while (n && n != D.root && n->nlookup == 0 && n->children == 0 && n->nopen == 0) {
+		struct dnode *parent = n->parent;
+
+		hash_remove(n);
+		D.nnodes--;
+		close(n->fd);
+		free(n->name);
+		free(n);
+		if (!parent)
+			break;
+		parent->children--;
+		n = parent;
+	}
+}
+
+/* Caller holds nodes_lock. */
+static int set_name_locked(struct dnode *n, struct dnode *parent, const char *name)
+{
+	char *copy = NULL;
+	struct dnode *old_parent = n->parent;
+
+	if (name) {
+		copy = strdup(name);
+		if (!copy)
+			return -ENOMEM;
+	}
+	if (parent)
+		parent->children++;
+	n->parent = parent;
+	free(n->name);
+	n->name = copy;
+	if (old_parent) {
+		old_parent->children--;
+		node_maybe_free(old_parent);
+	}
+	return 0;
+}
+
+/*
+ * A lookup is not serialised with renames.  If a name changed while it ran
+ * (ns_seq moved), check that name still leads to the object before taking
+ * it as the object's name; -EAGAIN asks the caller to look up again.  A
+ * change that finishes later finds the node by identity and fixes it.
+ */
+static bool name_still_valid(const struct stat *st, struct dnode *parent, const char *name)
+{
+	struct stat now;
+
+	return fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
+struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
+		       const char *name, uint64_t seq)
+{
+	struct dnode *n;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(st->st_dev, st->st_ino);
+	if (n) {
+		close(fd);
+		/* Any current name will do for a hard-linked file; only a
+		 * node that lost its last known name takes this one. */
+		if (!n->name && st->st_nlink > 0) {
+			if (seq != D.ns_seq && !name_still_valid(st, parent, name)) {
+				pthread_mutex_unlock(&D.nodes_lock);
+				errno = EAGAIN;
+				return NULL;
+			}
+			set_name_locked(n, parent, name);
+		}
+		n->nlookup++;
+		pthread_mutex_unlock(&D.nodes_lock);
+		return n;
+	}
+	if (seq != D.ns_seq && !name_still_valid(st, parent, name)) {
+		pthread_mutex_unlock(&D.nodes_lock);
+		close(fd);
+		errno = EAGAIN;
+		return NULL;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		pthread_mutex_unlock(&D.nodes_lock);
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	n->fd = fd;
+	n->dev = st->st_dev;
+	n->ino = st->st_ino;
+	n->type = st->st_mode & S_IFMT;
+	n->nlookup = 1;
+	if (set_name_locked(n, parent, name) < 0) {
+		pthread_mutex_unlock(&D.nodes_lock);
+		close(fd);
+		free(n);
+		errno = ENOMEM;
+		return NULL;
+	}
+	hash_insert(n);
+	if (++D.nnodes > D.nbuckets * 2)
+		hash_grow();
+	pthread_mutex_unlock(&D.nodes_lock);
+	return n;
+}
+
+uint64_t nodes_seq(void)
+{
+	uint64_t seq;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	seq = D.ns_seq;
+	pthread_mutex_unlock(&D.nodes_lock);
+	return seq;
+}
+
+void node_forget(struct dnode *n, uint64_t nlookup)
+{
+	pthread_mutex_lock(&D.nodes_lock);
+	if (n->nlookup < nlookup) {
+		dlog(LOG_ERR, "forget of %llu references, node has %llu",
+		     (unsigned long long)nlookup, (unsigned long long)n->nlookup);
+		nlookup = n->nlookup;
+	}
+	n->nlookup -= nlookup;
+	node_maybe_free(n);
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+struct dnode *node_find(dev_t dev, ino_t ino)
+{
+	struct dnode *n;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	pthread_mutex_unlock(&D.nodes_lock);
+	return n;
+}
+
+int node_path(struct dnode *n, char *buf, size_t len)
+{
+	const char *parts[PATH_MAX / 2];
+	size_t nparts = 0, pos = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	for (; n != D.root; n = n->parent) {
+		if (!n->name || !n->parent) {
+			rc = -ENOENT;
+			goto out;
+		}
+		if (nparts == sizeof(parts) / sizeof(parts[0])) {
+			rc = -ENAMETOOLONG;
+			goto out;
+		}
+		parts[nparts++] = n->name;
+	}
+	buf[0] = 0;
+	while (nparts--) {
+		size_t l = strlen(parts[nparts]);
+
+		if (pos + l + 2 > len) {
+			rc = -ENAMETOOLONG;
+			goto out;
+		}
+		if (pos)
+			buf[pos++] = '/';
+		memcpy(buf + pos, parts[nparts], l);
+		pos += l;
+		buf[pos] = 0;
+	}
+out:
+	pthread_mutex_unlock(&D.nodes_lock);
+	return rc;
+}
+
+int node_child_path(struct dnode *parent, const char *name, char *buf, size_t len)
+{
+	int rc = node_path(parent, buf, len);
+	size_t pos;
+
+	if (rc < 0)
+		return rc;
+	pos = strlen(buf);
+	if (pos + strlen(name) + 2 > len)
+		return -ENAMETOOLONG;
+	if (pos)
+		buf[pos++] = '/';
+	strcpy(buf + pos, name);
+	return 0;
+}
+
+/* Every change of a name bumps ns_seq (under nodes_lock), so that a lookup
+ * that raced with a rename can tell its answer may be stale. */
+static void names_changed(void)
+{
+	D.ns_seq++;
+}
+
+void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
+		       struct dnode *newp, const char *newn)
+{
+	struct dnode *n;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	if (n && n->parent == oldp && n->name && strcmp(n->name, oldn) == 0)
+		set_name_locked(n, newp, newn);
+	names_changed();
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
+			 const char *other)
+{
+	struct dnode *n;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	if (n && n->parent == parent && n->name && strcmp(n->name, name) == 0) {
+		/* Another name of a hard-linked file, as a path from the root
+		 * (node_path joins it like any name). */
+		if (other)
+			set_name_locked(n, D.root, other);
+		else
+			set_name_locked(n, NULL, NULL);
+	}
+	names_changed();
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
+			   const struct stat *b, struct dnode *pb, const char *nb)
+{
+	struct dnode *x, *y;
+	bool x_match, y_match;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	x = hash_find(a->st_dev, a->st_ino);
+	y = hash_find(b->st_dev, b->st_ino);
+	x_match = x && x->parent == pa && x->name && strcmp(x->name, na) == 0;
+	y_match = y && y->parent == pb && y->name && strcmp(y->name, nb) == 0;
+	/* Take refs on both parents before dropping any (set_name_locked
+	 * may free a parent that drops to zero). */
+	pa->children++;
+	pb->children++;
+	if (x_match)
+		set_name_locked(x, pb, nb);
+	if (y_match)
+		set_name_locked(y, pa, na);
+	pa->children--;
+	pb->children--;
+	names_changed();
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+void node_open_count(struct dnode *n, bool writable, int delta)
+{
+	pthread_mutex_lock(&D.nodes_lock);
+	n->nopen += delta;
+	if (writable)
+		n->nwriters += delta;
+	D.open_handles += delta;
+	if (delta < 0)
+		node_maybe_free(n);
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+size_t nodes_with_writers(fuse_ino_t **out)
+{
+	fuse_ino_t *v = NULL;
+	size_t cnt = 0, cap = 0;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	for (size_t b = 0; b < D.nbuckets; b++) {
+		for (struct dnode *n = D.buckets[b]; n; n = n->hnext) {
+			if (!n->nwriters)
+				continue;
+			if (cnt == cap) {
+				fuse_ino_t *nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+
+				if (!nv)
+					goto out;
+				v = nv;
+			}
+			v[cnt++] = node_ino(n);
+		}
+	}
+out:
+	pthread_mutex_unlock(&D.nodes_lock);
+	*out = v;
+	return cnt;
+}
+
+/* ---- the caller's identity ------------------------------------------- */
+
+/*
+ * setfsuid/setfsgid are per thread in Linux, and so is the supplementary
+ * group list at the syscall level: glibc's setgroups() changes every
+ * thread of the process (it broadcasts), so the raw syscall is used.  The
+ * umask lives in fs_struct, which threads share unless they unshare it.
+ */
+int identity_thread_init(void)
+{
+	if (unshare(CLONE_FS) < 0)
+		return -errno;
+	umask(0);
+	return 0;
+}
+
+int identity_become(fuse_req_t req, bool with_umask)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[256];
+	int n = 0;
+
+	if (ctx->uid != 0) {
+		n = fuse_req_getgroups(req, 256, groups);
+		if (n < 0)
+			n = 0;	/* the caller is gone, or a writeback */
+		if (n > 256)
+			n = 256;
+	}
+	if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
+		return -errno;
+	syscall(SYS_setfsgid, ctx->gid);
+	syscall(SYS_setfsuid, ctx->uid);
+	if (with_umask)
+		umask(ctx->umask);
+	return 0;
+}
+
+void identity_restore(void)
+{
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, 0);
+	syscall(SYS_setgroups, (size_t)0, NULL);
+	umask(0);
+}
