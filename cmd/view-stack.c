@@ -358,8 +358,8 @@ int view_open_obj(struct view_stack *s, const char *path, const struct view_obj 
 	};
 	int fd;
 
-	if (o->layer == VIEW_SRC)
-		how.flags |= O_NOATIME;
+	/* reading a snapshot changes nothing, not even access times */
+	how.flags |= O_NOATIME;
 	fd = syscall(SYS_openat2, view_obj_dirfd(s, o), *path ? path : ".", &how, sizeof(how));
 	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
 		how.flags &= ~O_NOATIME;
