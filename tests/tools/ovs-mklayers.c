@@ -148,16 +148,12 @@ static void gen_tree(struct gen *g, const char *dir, int depth)
 
 		snprintf(rel, sizeof(rel), "%s%s%s", dir, *dir ? "/" : "", name_pool[i]);
 		if (g->is_layer) {
-			/* 0-4: nothing; sparse like a real upper layer. */
-			if (r <= 4)
+			/* 0-2: nothing; sparse like a real upper layer. */
+			if (r <= 2)
 				continue;
-			if (r <= 6) {
+			if (r <= 4 || (r <= 9 && depth >= MAX_DEPTH)) {
 				make_file(g, rel);
-			} else if (r <= 8 || r == 9) {
-				if (depth >= MAX_DEPTH) {
-					make_whiteout(g, rel);
-					continue;
-				}
+			} else if (r <= 9) {
 				if (mkdirat(g->rootfd, rel, 0755) < 0)
 					die("mkdir", rel);
 				gen_tree(g, rel, depth + 1);
