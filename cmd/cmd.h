@@ -73,6 +73,9 @@ int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
  * NULL on failure. */
 char *ovs_resolve_source(const char *cmd, const char *arg);
 
+/* A JSON string on stdout, with the escapes RFC 8259 requires. */
+void ovs_json_string(const char *s);
+
 /* "not implemented yet" for commands whose issue has not landed. */
 int ovs_not_built(const char *cmd);
 

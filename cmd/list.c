@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "ovsnap-private.h"
+#include "views.h"
 
 static int opt_json;
 
@@ -21,37 +22,6 @@ static struct poptOption list_options[] = {
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
-
-/* JSON string with the escapes RFC 8259 requires; other bytes pass as they
- * are (paths are bytes, most of them UTF-8). */
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = *s;
-
-		switch (c) {
-		case '"':
-			fputs("\\\"", stdout);
-			break;
-		case '\\':
-			fputs("\\\\", stdout);
-			break;
-		case '\n':
-			fputs("\\n", stdout);
-			break;
-		case '\t':
-			fputs("\\t", stdout);
-			break;
-		default:
-			if (c < 0x20)
-				printf("\\u%04x", c);
-			else
-				putchar(c);
-		}
-	}
-	putchar('"');
-}
 
 static struct libscols_table *new_table(const char *const *cols, const int *flags)
 {
@@ -92,12 +62,12 @@ static void print_volumes_json(struct ovs_volume **vols, size_t n)
 		struct ovs_volume *v = vols[i];
 
 		fputs(i ? ", {\"source\": " : "{\"source\": ", stdout);
-		json_string(ovs_volume_source(v));
+		ovs_json_string(ovs_volume_source(v));
 		fputs(", \"store\": ", stdout);
-		json_string(ovs_volume_store(v));
+		ovs_json_string(ovs_volume_store(v));
 		if (ovs_volume_problem(v)) {
 			fputs(", \"active\": null, \"snapshots\": null, \"error\": ", stdout);
-			json_string(ovs_volume_problem(v));
+			ovs_json_string(ovs_volume_problem(v));
 		} else {
 			printf(", \"active\": %s, \"snapshots\": %zu",
 			       ovs_volume_active(v) ? "true" : "false", ovs_snapshot_count(v));
@@ -172,18 +142,60 @@ static int list_volumes(void)
 
 /* ---- one volume -------------------------------------------------------------- */
 
-static int print_snapshots_json(struct ovs_volume *v)
+/* Where a snapshot is mounted as a view: "/a, /b (kernel)" or "". */
+static int set_mounts_cell(struct libscols_line *ln, int col, uint64_t id,
+			   const struct ovs_view_mount *views, size_t nviews)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	bool first = true;
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	for (size_t i = 0; i < nviews; i++) {
+		if (views[i].id != id)
+			continue;
+		fprintf(f, "%s%s%s", first ? "" : ", ", views[i].target,
+			views[i].kernel ? " (kernel)" : "");
+		first = false;
+	}
+	fclose(f);
+	rc = set_cell(ln, col, text ? text : "");
+	free(text);
+	return rc;
+}
+
+static void print_mounts_json(uint64_t id, const struct ovs_view_mount *views, size_t nviews)
+{
+	bool first = true;
+
+	fputs(", \"mounts\": [", stdout);
+	for (size_t i = 0; i < nviews; i++) {
+		if (views[i].id != id)
+			continue;
+		fputs(first ? "{\"target\": " : ", {\"target\": ", stdout);
+		ovs_json_string(views[i].target);
+		printf(", \"kernel\": %s}", views[i].kernel ? "true" : "false");
+		first = false;
+	}
+	putchar(']');
+}
+
+static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_mount *views,
+				size_t nviews)
 {
 	size_t n = ovs_snapshot_count(v);
 
 	fputs("{\"source\": ", stdout);
-	json_string(ovs_volume_source(v));
+	ovs_json_string(ovs_volume_source(v));
 	fputs(", \"store\": ", stdout);
-	json_string(ovs_volume_store(v));
+	ovs_json_string(ovs_volume_store(v));
 	fputs(", \"fstype\": ", stdout);
-	json_string(ovs_volume_fstype(v));
+	ovs_json_string(ovs_volume_fstype(v));
 	fputs(", \"fsuuid\": ", stdout);
-	json_string(ovs_volume_fsuuid(v));
+	ovs_json_string(ovs_volume_fsuuid(v));
 	printf(", \"active\": %s, \"snapshots\": [", ovs_volume_active(v) ? "true" : "false");
 	for (size_t i = 0; i < n; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
@@ -195,23 +207,25 @@ static int print_snapshots_json(struct ovs_volume *v)
 		ovs_format_time_utc(s->created_ns, created, sizeof(created));
 		printf("%s{\"id\": %" PRIu64 ", \"name\": ", i ? ", " : "", s->id);
 		if (s->name[0])
-			json_string(s->name);
+			ovs_json_string(s->name);
 		else
 			fputs("null", stdout);
 		printf(", \"created\": \"%s\", \"upper\": ", created);
-		json_string(upper);
+		ovs_json_string(upper);
 		fputs(", \"state\": ", stdout);
-		json_string(ovs_snap_state_name(s->state));
+		ovs_json_string(ovs_snap_state_name(s->state));
+		print_mounts_json(s->id, views, nviews);
 		putchar('}');
 	}
 	fputs("]}\n", stdout);
 	return 0;
 }
 
-static int print_snapshots_table(struct ovs_volume *v)
+static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mount *views,
+				 size_t nviews)
 {
-	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", NULL };
-	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0 };
+	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", "MOUNTS", NULL };
+	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0, SCOLS_FL_WRAP };
 	size_t n = ovs_snapshot_count(v);
 	struct libscols_table *tb;
 	int rc = 0;
@@ -239,6 +253,8 @@ static int print_snapshots_table(struct ovs_volume *v)
 			rc = set_cell(ln, 2, created);
 		if (!rc)
 			rc = set_cell(ln, 3, ovs_snap_state_name(s->state));
+		if (!rc)
+			rc = set_mounts_cell(ln, 4, s->id, views, nviews);
 	}
 	if (!rc)
 		scols_print_table(tb);
@@ -248,6 +264,8 @@ static int print_snapshots_table(struct ovs_volume *v)
 
 static int list_snapshots(const char *arg)
 {
+	struct ovs_view_mount *views = NULL;
+	size_t nviews = 0;
 	struct ovs_volume *v;
 	char *src;
 	int rc;
@@ -261,9 +279,13 @@ static int list_snapshots(const char *arg)
 		ovs_error_lib(rc, "list %s", arg);
 		return EXIT_FAIL;
 	}
-	rc = opt_json ? print_snapshots_json(v) : print_snapshots_table(v);
+	rc = ovs_volume_views(v, &views, &nviews);
+	if (rc == 0)
+		rc = opt_json ? print_snapshots_json(v, views, nviews) :
+				print_snapshots_table(v, views, nviews);
 	if (rc < 0)
 		ovs_error_lib(rc, "list %s", arg);
+	ovs_views_free(views, nviews);
 	ovs_volume_unref(v);
 	return rc < 0 ? EXIT_FAIL : EXIT_OK;
 }

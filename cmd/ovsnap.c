@@ -226,6 +226,37 @@ char *ovs_resolve_source(const char *cmd, const char *arg)
 	return real;
 }
 
+/* JSON string with the escapes RFC 8259 requires; other bytes pass as they
+ * are (paths are bytes, most of them UTF-8). */
+void ovs_json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", stdout);
+			break;
+		case '\\':
+			fputs("\\\\", stdout);
+			break;
+		case '\n':
+			fputs("\\n", stdout);
+			break;
+		case '\t':
+			fputs("\\t", stdout);
+			break;
+		default:
+			if (c < 0x20)
+				printf("\\u%04x", c);
+			else
+				putchar(c);
+		}
+	}
+	putchar('"');
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: %s [--version] [--help] COMMAND [ARGS]\n\n", ovs_progname);

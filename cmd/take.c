@@ -28,22 +28,6 @@ static struct poptOption take_options[] = {
 	POPT_TABLEEND
 };
 
-static void print_json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = *s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static int print_snapshot(struct ovs_volume *v, uint64_t id)
 {
 	const struct ovs_snapshot *s = NULL;
@@ -65,11 +49,11 @@ static int print_snapshot(struct ovs_volume *v, uint64_t id)
 	ovs_format_time_utc(s->created_ns, created, sizeof(created));
 	printf("{\"id\": %" PRIu64 ", \"name\": ", id);
 	if (s->name[0])
-		print_json_string(s->name);
+		ovs_json_string(s->name);
 	else
 		fputs("null", stdout);
 	printf(", \"created\": \"%s\", \"upper\": ", created);
-	print_json_string(upper);
+	ovs_json_string(upper);
 	fputs("}\n", stdout);
 	return 0;
 }
