@@ -79,6 +79,15 @@ void ovs_json_string(const char *s);
 /* "not implemented yet" for commands whose issue has not landed. */
 int ovs_not_built(const char *cmd);
 
+/*
+ * Start prog (argv[0] its name) detached: setsid, stdin/stdout on
+ * /dev/null, stderr appended to log, fd 3 a pipe on which it answers "ok"
+ * once ready or "err MESSAGE".  Returns its pid, or -errno with a message.
+ */
+pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms);
+/* Create ovs_run_dir() (0700) and its parents. */
+int ovs_mkdir_run_dir(void);
+
 /* The volume's snapshot-mount daemon (cmd/daemon-client.c). */
 int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len);
 bool ovs_daemon_running(struct ovs_volume *v);

@@ -71,114 +71,19 @@ static void daemon_log_path(struct ovs_volume *v, char *buf, size_t len)
 	snprintf(buf, len, "%.*s.log", (int)n, sock);
 }
 
-static int mkdir_p(const char *dir, mode_t mode)
-{
-	char tmp[PATH_MAX];
-
-	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static void exec_daemon(struct ovs_volume *v, int ready_fd)
-{
-	const char *prog = daemon_path();
-	char log[PATH_MAX];
-	int fd;
-
-	setsid();
-	fd = open("/dev/null", O_RDWR);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-	}
-	daemon_log_path(v, log, sizeof(log));
-	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		dup2(fd, 2);
-	if (ready_fd != 3) {
-		dup2(ready_fd, 3);
-		close(ready_fd);
-	}
-	fcntl(3, F_SETFD, 0);
-	/* Nothing of ours (the volume lock above all) may live on in the
-	 * daemon. */
-	close_range(4, ~0U, 0);
-	execl(prog, "ovsnapd", "--ready-fd", "3", ovs_volume_source(v), (char *)NULL);
-	dprintf(3, "err cannot run %s: %s\n", prog, strerror(errno));
-	_exit(127);
-}
-
 int ovs_daemon_start(struct ovs_volume *v)
 {
-	char buf[1024], log[PATH_MAX];
-	struct pollfd pfd;
-	size_t got = 0;
-	int pipefd[2], rc, status;
+	char log[PATH_MAX];
+	char *const argv[] = { "ovsnapd", "--ready-fd", "3", (char *)ovs_volume_source(v), NULL };
 	pid_t pid;
+	int rc;
 
-	rc = mkdir_p(ovs_run_dir(), 0700);
+	rc = ovs_mkdir_run_dir();
 	if (rc < 0)
-		return ovs_err(rc, "cannot create %s: %s", ovs_run_dir(), strerror(-rc));
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return ovs_err(errno, "pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0) {
-		rc = errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return ovs_err(rc, "fork: %s", strerror(rc));
-	}
-	if (pid == 0) {
-		close(pipefd[0]);
-		exec_daemon(v, pipefd[1]);
-	}
-	close(pipefd[1]);
-
-	/* The daemon answers "ok" once it is mounted and listening, or
-	 * "err MESSAGE"; EOF means it died before it could say. */
-	pfd.fd = pipefd[0];
-	pfd.events = POLLIN;
-	while (got < sizeof(buf) - 1) {
-		ssize_t n;
-
-		rc = poll(&pfd, 1, DAEMON_START_TIMEOUT_MS);
-		if (rc == 0) {
-			kill(pid, SIGKILL);
-			close(pipefd[0]);
-			return ovs_err(ETIMEDOUT, "the snapshot-mount daemon did not start in time");
-		}
-		if (rc < 0 && errno == EINTR)
-			continue;
-		n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0)
-			break;
-		got += n;
-		if (memchr(buf, '\n', got))
-			break;
-	}
-	close(pipefd[0]);
-	buf[got] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	if (strcmp(buf, "ok") == 0)
-		return 0;
-	if (strncmp(buf, "err ", 4) == 0)
-		return ovs_err(EIO, "%s", buf + 4);
+		return rc;
 	daemon_log_path(v, log, sizeof(log));
-	if (waitpid(pid, &status, WNOHANG) == pid && WIFSIGNALED(status))
-		return ovs_err(EIO, "the snapshot-mount daemon died with signal %d (see %s)",
-			       WTERMSIG(status), log);
-	return ovs_err(EIO, "the snapshot-mount daemon exited before it was ready (see %s)", log);
+	pid = ovs_spawn_ready(daemon_path(), argv, log, DAEMON_START_TIMEOUT_MS);
+	return pid < 0 ? (int)pid : 0;
 }
 
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy)

@@ -1,0 +1,116 @@
+/*
+ * Starting ovsnap's long-running processes (the snapshot-mount daemon and
+ * the view servers) from the CLI, and the directory they live in.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+/*
+ * Start a helper process the way the CLI starts ovsnapd: fork, setsid,
+ * stdin/stdout to /dev/null, stderr to log, a pipe on fd 3 on which it
+ * says "ok" once it is ready or "err MESSAGE".  Returns its pid.
+ */
+pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms)
+{
+	char buf[1024];
+	struct pollfd pfd;
+	size_t got = 0;
+	int pipefd[2], rc, status;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return ovs_err(errno, "pipe: %m");
+	pid = fork();
+	if (pid < 0) {
+		rc = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return ovs_err(rc, "fork: %s", strerror(rc));
+	}
+	if (pid == 0) {
+		int fd;
+
+		setsid();
+		fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+		}
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			dup2(fd, 2);
+		if (pipefd[1] != 3) {
+			dup2(pipefd[1], 3);
+			close(pipefd[1]);
+		}
+		fcntl(3, F_SETFD, 0);
+		close_range(4, ~0U, 0);
+		execv(prog, argv);
+		dprintf(3, "err cannot run %s: %s\n", prog, strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pfd.fd = pipefd[0];
+	pfd.events = POLLIN;
+	while (got < sizeof(buf) - 1) {
+		ssize_t n;
+
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc == 0) {
+			kill(pid, SIGKILL);
+			close(pipefd[0]);
+			return ovs_err(ETIMEDOUT, "%s did not start in time", prog);
+		}
+		if (rc < 0 && errno == EINTR)
+			continue;
+		n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += n;
+		if (memchr(buf, '\n', got))
+			break;
+	}
+	close(pipefd[0]);
+	buf[got] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	if (strcmp(buf, "ok") == 0)
+		return pid;
+	waitpid(pid, &status, 0);
+	if (strncmp(buf, "err ", 4) == 0)
+		return ovs_err(EIO, "%s", buf + 4);
+	if (WIFSIGNALED(status))
+		return ovs_err(EIO, "%s died with signal %d (see %s)", prog, WTERMSIG(status), log);
+	return ovs_err(EIO, "%s exited before it was ready (see %s)", prog, log);
+}
+
+/* The run directory of sockets, logs and pid files: its parents 0755,
+ * itself 0700 (root). */
+int ovs_mkdir_run_dir(void)
+{
+	char tmp[PATH_MAX];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", ovs_run_dir()) >= (int)sizeof(tmp))
+		return ovs_err(ENAMETOOLONG, "%s: name too long", ovs_run_dir());
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return ovs_err(errno, "cannot create %s: %s", tmp, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return ovs_err(errno, "cannot create %s: %s", tmp, strerror(errno));
+	return 0;
+}
