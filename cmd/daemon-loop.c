@@ -365,10 +365,20 @@ static int stop_daemon(bool lazy)
 	pthread_mutex_unlock(&D.nodes_lock);
 	if (open && !lazy)
 		return ovs_err(EBUSY, "files are open (%lu handles)", open);
+	/* Before the unmount: the workers end with it, and the main thread
+	 * must then wait for this thread's answer. */
+	pthread_mutex_lock(&D.loop_lock);
+	D.stopping = true;
+	pthread_mutex_unlock(&D.loop_lock);
 	if (umount2(D.src, lazy ? MNT_DETACH : 0) < 0) {
-		if (errno == EBUSY)
+		int err = errno;
+
+		pthread_mutex_lock(&D.loop_lock);
+		D.stopping = false;
+		pthread_mutex_unlock(&D.loop_lock);
+		if (err == EBUSY)
 			return ovs_err(EBUSY, "%s is busy (a process works in it)", D.src);
-		return ovs_err(errno, "unmount %s: %m", D.src);
+		return ovs_err(err, "unmount %s: %s", D.src, strerror(err));
 	}
 	return 0;
 }
@@ -408,9 +418,6 @@ static void handle_request(int conn)
 			ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
 		} else {
 			dlog(LOG_INFO, "stopped by request (%s)", req);
-			pthread_mutex_lock(&D.loop_lock);
-			D.stopping = true;
-			pthread_mutex_unlock(&D.loop_lock);
 			/* A new daemon may start at once: the socket path is
 			 * no longer ours. */
 			unlink(ovs_volume_socket(D.vol));
@@ -467,14 +474,16 @@ int daemon_loop(void)
 		dlog(LOG_ERR, "cannot start the control thread");
 		return 1;
 	}
-	pthread_detach(ctl);
 
 	pthread_mutex_lock(&D.loop_lock);
 	while (D.nworkers > 0 || D.nreplayers > 0)
 		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
 	stopped = D.stopping;
 	pthread_mutex_unlock(&D.loop_lock);
-	if (!stopped) {
+	/* A stop unmounts before it answers: let the answer out first. */
+	if (stopped) {
+		pthread_join(ctl, NULL);
+	} else {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */
 		dlog(LOG_WARNING, "%s was unmounted; exiting", D.src);

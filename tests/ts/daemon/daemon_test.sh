@@ -1,0 +1,174 @@
+#!/bin/bash
+# ovsnapd, the snapshot mount: ordinary file operations through it, the
+# caller's identity, a dead daemon leaving ENOTCONN and a new daemon over
+# the dead mount, the take barrier (through the barrier-hold test hook) and
+# stop refusing while files are open.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_cmd setfattr getfattr setpriv python3
+
+FSOP=${OVSNAP_TOOLS}/tools/ovs-fsop
+# The barrier test talks to the daemon's test hook.
+export OVSNAPD_TEST_HOOKS=1
+
+setUp() {
+	ovs_mkfs "${FSTYPE:-xfs}"
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/dir"
+	printf 'original\n' >"$SRC/file"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	assertEquals "the daemon is mounted over SRC" "fuse.ovsnap" \
+		"$(findmnt -n -o FSTYPE --mountpoint "$SRC" | tail -1)"
+}
+
+tearDown() {
+	ovs_teardown
+}
+
+# ctl REQUEST: one request on the daemon's control socket; prints the reply.
+ctl() {
+	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(sys.argv[2].encode())
+print(s.recv(4096).decode())
+EOF
+}
+
+daemon_pid() {
+	ctl status | sed -n 's/.*pid=\([0-9]*\).*/\1/p'
+}
+
+test_file_operations() {
+	printf 'data\n' >"$SRC/new" || fail "create"
+	assertEquals "read back" "data" "$(cat "$SRC/new")"
+	printf 'more\n' >>"$SRC/new"
+	assertEquals "append" "2" "$(wc -l <"$SRC/new")"
+	mv "$SRC/new" "$SRC/dir/moved" || fail "rename"
+	assertFalse "old name gone" "[ -e '$SRC/new' ]"
+	mkdir "$SRC/dir/sub" || fail "mkdir"
+	rmdir "$SRC/dir/sub" || fail "rmdir"
+	ln -s ../file "$SRC/dir/sym" || fail "symlink"
+	assertEquals "readlink" "../file" "$(readlink "$SRC/dir/sym")"
+	assertEquals "read through the symlink" "original" "$(cat "$SRC/dir/sym")"
+	ln "$SRC/file" "$SRC/hard" || fail "link"
+	assertEquals "link count" 2 "$(stat -c %h "$SRC/file")"
+	assertEquals "same inode" "$(stat -c %i "$SRC/file")" "$(stat -c %i "$SRC/hard")"
+	chmod 640 "$SRC/file" || fail "chmod"
+	assertEquals "mode" 640 "$(stat -c %a "$SRC/hard")"
+	chown 1000:1000 "$SRC/file" || fail "chown"
+	assertEquals "owner" "1000:1000" "$(stat -c %u:%g "$SRC/file")"
+	touch -d '2001-02-03 04:05:06.123456789' "$SRC/file" || fail "utimes"
+	assertEquals "ns mtime" "2001-02-03 04:05:06.123456789" \
+		"$(stat -c %y "$SRC/file" | cut -c1-29)"
+	truncate -s 3 "$SRC/file" || fail "truncate"
+	assertEquals "truncated" "ori" "$(cat "$SRC/file")"
+	setfattr -n user.color -v blue "$SRC/file" || fail "setxattr"
+	assertEquals "getxattr" "blue" "$(getfattr --only-values -n user.color "$SRC/file")"
+	setfattr -x user.color "$SRC/file" || fail "removexattr"
+	assertFalse "xattr removed" "getfattr -n user.color '$SRC/file' 2>/dev/null"
+	mkfifo "$SRC/fifo" || fail "mkfifo"
+	assertTrue "a fifo" "[ -p '$SRC/fifo' ]"
+	rm "$SRC/hard" "$SRC/fifo" "$SRC/dir/sym" || fail "unlink"
+	assertEquals "link count after unlink" 1 "$(stat -c %h "$SRC/file")"
+	"$FSOP" mknod-chr "$SRC/wh" 0 0 2>/dev/null
+	assertEquals "a 0/0 character device is refused with EPERM" 1 $?
+	assertFalse "no 0/0 device" "[ -e '$SRC/wh' ]"
+	"$FSOP" exchange "$SRC/file" "$SRC/dir/moved" || fail "RENAME_EXCHANGE"
+	assertEquals "exchanged" "data" "$(head -1 "$SRC/file")"
+	"$FSOP" noreplace "$SRC/file" "$SRC/dir/moved" 2>/dev/null
+	assertEquals "RENAME_NOREPLACE onto a file: EEXIST" 17 $?
+	assertEquals "the real inode number" \
+		"$(stat -c %i "$SRC/file")" "$(ls -i "$SRC/file" | cut -d' ' -f1)"
+}
+
+test_caller_identity() {
+	# Other users must reach SRC (mktemp made $OVS_TMP private).
+	chmod o+x "$OVS_TMP" "$OVS_MNT"
+	mkdir "$SRC/pub" "$SRC/sgid" "$SRC/private"
+	chmod 1777 "$SRC/pub"
+	chgrp 100 "$SRC/sgid"
+	chmod 2777 "$SRC/sgid"
+	chmod 700 "$SRC/private"
+
+	setpriv --reuid=1000 --regid=1000 --clear-groups \
+		sh -c "umask 022; touch '$SRC/pub/mine'; mkdir '$SRC/sgid/d'; touch '$SRC/sgid/f'" ||
+		fail "create as user 1000"
+	assertEquals "a new file belongs to its creator" "1000:1000 644" \
+		"$(stat -c '%u:%g %a' "$SRC/pub/mine")"
+	assertEquals "a setgid directory's group is inherited" "1000:100" \
+		"$(stat -c %u:%g "$SRC/sgid/f")"
+	assertEquals "and so is its setgid bit" 2755 "$(stat -c %a "$SRC/sgid/d")"
+	setpriv --reuid=1001 --regid=1001 --clear-groups rm -f "$SRC/pub/mine" 2>/dev/null
+	assertNotEquals "the sticky bit protects another user's file" 0 $?
+	assertTrue "still there" "[ -e '$SRC/pub/mine' ]"
+	setpriv --reuid=1001 --regid=1001 --clear-groups ls "$SRC/private" >/dev/null 2>&1
+	assertNotEquals "permissions are enforced" 0 $?
+	setpriv --reuid=1001 --regid=1001 --clear-groups sh -c "echo x >'$SRC/file'" 2>/dev/null
+	assertNotEquals "no write to root's 644 file" 0 $?
+	setpriv --reuid=1000 --regid=1000 --clear-groups chown 1001 "$SRC/pub/mine" 2>/dev/null
+	assertNotEquals "no chown to another user" 0 $?
+	setpriv --reuid=1000 --regid=1000 --clear-groups rm "$SRC/pub/mine" ||
+		fail "the owner removes its file"
+}
+
+test_sigkill_leaves_enotconn_and_restart() {
+	local pid err
+	pid=$(daemon_pid)
+	assertNotNull "daemon pid" "$pid"
+	kill -KILL "$pid"
+	sleep 0.3
+	err=$(stat "$SRC" 2>&1)
+	assertContains "a dead daemon leaves SRC failing" "$err" \
+		"Transport endpoint is not connected"
+
+	"$OVSNAPD" --ready-fd 3 "$SRC" 3>"$OVS_TMP/ready" 2>>"$OVS_TMP/ovsnapd.log" &
+	for _ in $(seq 100); do
+		[ -s "$OVS_TMP/ready" ] && break
+		sleep 0.1
+	done
+	assertEquals "the new daemon is ready ($(cat "$OVS_TMP/ovsnapd.log"))" "ok" \
+		"$(cat "$OVS_TMP/ready")"
+	assertEquals "old data through the new daemon" "original" "$(cat "$SRC/file")"
+	printf 'after\n' >"$SRC/file2" || fail "write through the new daemon"
+	assertEquals "two mounts stacked at SRC" 2 \
+		"$(findmnt -n -o TARGET --mountpoint "$SRC" | wc -l)"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take through the new daemon (stderr: $OVS_ERR)" 0 "$OVS_RC"
+}
+
+test_barrier_holds_changes_not_reads() {
+	local start t_touch
+	ctl "barrier-hold 1500" >"$OVS_TMP/hold" &
+	sleep 0.3
+	start=$(date +%s%N)
+	assertEquals "reads pass the barrier" "original" "$(cat "$SRC/file")"
+	assertTrue "lookups pass the barrier" "ls '$SRC' >/dev/null"
+	assertTrue "reads were quick" "[ $(( ($(date +%s%N) - start) / 1000000 )) -lt 800 ]"
+	touch "$SRC/created" &
+	sleep 0.3
+	assertContains "the create is held" "$(ctl status)" "deferred=1"
+	wait
+	t_touch=$(( ($(date +%s%N) - start) / 1000000 ))
+	assertEquals "the hold answers" "ok" "$(cat "$OVS_TMP/hold")"
+	assertTrue "the create was held until the barrier dropped (${t_touch} ms)" \
+		"[ $t_touch -ge 900 ]"
+	assertTrue "and then done" "[ -e '$SRC/created' ]"
+}
+
+test_stop_refuses_while_files_are_open() {
+	local reply
+	exec 5<"$SRC/file"
+	reply=$(ctl stop)
+	assertContains "stop refused" "$reply" "err 16 "
+	exec 5<&-
+	sleep 0.2
+	reply=$(ctl stop)
+	assertEquals "stop" "ok" "$reply"
+	ovs_wait_unmounted "$SRC" 5
+	assertEquals "the real directory is back" "original" "$(cat "$SRC/file")"
+}
+
+. "$SHUNIT2"
