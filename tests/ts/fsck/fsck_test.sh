@@ -289,6 +289,41 @@ $SRC: 1 error, 1 repaired, 0 left" -p
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# The daemon of a live volume killed: its mount answers ENOTCONN.  A change
+# that reached SRC meanwhile (through a bind mount of the filesystem: the
+# only way past a dead mount) is unprotected.  fsck starts no daemon.
+test_dead_daemon() {
+	local live=$OVS_MNT/live pid
+
+	mkdir -p "$live"
+	echo one >"$live/f"
+	ovs_run "$OVSNAP" take "$live"
+	if [ "$OVS_RC" -ne 0 ]; then
+		fail "take (the daemon is needed here): $(ovs_ran)"
+		return
+	fi
+	pid=$(ovs__our_daemons)
+	assertNotNull "a daemon runs" "$pid"
+	kill -9 $pid
+	sleep 0.5
+	mkdir -p "$OVS_TMP/bypass"
+	mount --bind "$OVS_MNT" "$OVS_TMP/bypass" && echo two >"$OVS_TMP/bypass/live/f"
+	umount "$OVS_TMP/bypass"
+	ovs_run "$OVSNAP" fsck -n "$live"
+	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	assertEquals "fsck -n report" \
+"$live: the snapshot mount does not answer (ENOTCONN): its daemon died; fsck does not start daemons: run 'ovsnap activate $live'
+$live/f: changed at T while unprotected (the snapshot mount was not running) and not preserved: snapshot 1 may show its new state instead of the past
+$live: 2 errors, 0 repaired, 2 left" "$(printf '%s\n' "$OVS_OUT" | sed 's/changed at [0-9T:+-]* /changed at T /')"
+	ovs_run "$OVSNAP" fsck -y "$live"
+	assertEquals "fsck -y repairs neither: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	ovs_run "$OVSNAP" activate "$live"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" fsck -n "$live"
+	assertEquals "fsck -n after activate: $(ovs_ran)" $FSCK_OK "$OVS_RC"
+	assertEquals "fsck -n after activate" "$live: clean" "$OVS_OUT"
+}
+
 test_busy_volume() {
 	flock "$STORE/lock" sleep 30 &
 	local holder=$!
