@@ -103,6 +103,19 @@ int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
 /* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
 int ovs_check_no_users(const char *cmd, const char *src);
 
+/* Open the volume of the SRC argument, lock it, load the registry and
+ * finish an interrupted merge or drop (cmd/merge.c).  EXIT_OK or the exit
+ * status after printing the error. */
+int ovs_open_locked(const char *cmd, const char *arg, bool wait, struct ovs_volume **v);
+/* Progress of a long merge on stderr (a terminal, not --quiet). */
+struct ovs_progress {
+	const char *what;
+	int64_t start_ns;
+	bool shown;
+};
+void ovs_progress_show(void *arg, uint64_t done, uint64_t total);
+void ovs_progress_end(struct ovs_progress *p);
+
 /* Subcommands. */
 int cmd_take(int argc, const char **argv);
 int cmd_list(int argc, const char **argv);

@@ -1,19 +1,232 @@
-/* ovsnap drop — delete snapshots (not built yet: see the issue tracker). */
+/*
+ * ovsnap drop — delete snapshots by reference, or prune them by a
+ * retention policy (--keep), e.g. from cron or a systemd timer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cmd.h"
+#include "merge.h"
+#include "retention.h"
+
+static char *opt_keep;
+static int opt_dry_run, opt_explain, opt_wait, opt_force;
 
 static struct poptOption drop_options[] = {
+	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
+	  "drop what the policy SPEC does not keep (e.g. last=3,hourly=24,daily=7,"
+	  "weekly=4,monthly=12,yearly=2)", "SPEC" },
+	{ "dry-run", 'n', POPT_ARG_NONE, &opt_dry_run, 0,
+	  "print what would be dropped, change nothing", NULL },
+	{ "explain", 'e', POPT_ARG_NONE, &opt_explain, 0,
+	  "with --keep: print every snapshot, keep or drop, and the rule that keeps it", NULL },
+	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
+	  "drop held snapshots named on the command line too", NULL },
+	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
+	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
 
+static const struct ovs_snapshot *find_snapshot(struct ovs_volume *v, uint64_t id)
+{
+	for (size_t i = 0; i < ovs_snapshot_count(v); i++)
+		if (ovs_snapshot_at(v, i)->id == id)
+			return ovs_snapshot_at(v, i);
+	return NULL;
+}
+
+static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *plan, size_t n,
+			   bool all)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ovs_snapshot *s = find_snapshot(v, plan[i].id);
+		char created[64], why[128];
+
+		if (!s || (!all && plan[i].keep))
+			continue;
+		ovs_format_time_utc(s->created_ns, created, sizeof(created));
+		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
+		if (all)
+			printf("%-6" PRIu64 " %-20s %s %-4s %s\n", s->id, s->name[0] ? s->name : "-",
+			       created, plan[i].keep ? "keep" : "drop", plan[i].keep ? why : "");
+		else
+			printf("would drop %" PRIu64 "%s%s\n", s->id, s->name[0] ? " " : "", s->name);
+	}
+}
+
+static int drop_by_policy(struct ovs_volume *v)
+{
+	struct ovs_progress prog = { .what = "drop" };
+	struct ovs_keep_verdict *plan = NULL;
+	struct ovs_keep_policy policy;
+	size_t n, dropped = 0;
+	int rc;
+
+	rc = ovs_keep_parse(opt_keep, &policy);
+	if (rc < 0) {
+		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
+		return EXIT_USAGE;
+	}
+	rc = ovs_keep_plan_volume(v, &policy, &plan, &n);
+	if (rc < 0) {
+		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
+		return EXIT_FAIL;
+	}
+	if (opt_explain)
+		print_verdicts(v, plan, n, true);
+	else if (opt_dry_run)
+		print_verdicts(v, plan, n, false);
+	for (size_t i = 0; i < n && !ovs_opt_quiet; i++)
+		if (plan[i].keep && (plan[i].reasons & OVS_KEEP_BY_VIEW) &&
+		    !(plan[i].reasons & ~(unsigned)OVS_KEEP_BY_VIEW))
+			fprintf(stderr, "%s: drop %s: keeping snapshot %" PRIu64
+				" the policy would drop: a mounted view uses it\n",
+				ovs_progname, ovs_volume_source(v), plan[i].id);
+	if (opt_dry_run) {
+		free(plan);
+		return EXIT_OK;
+	}
+	rc = ovs_keep_apply(v, plan, n, ovs_progress_show, &prog, &dropped);
+	ovs_progress_end(&prog);
+	free(plan);
+	if (rc < 0) {
+		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int cmp_index(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+
+	return *x < *y ? -1 : *x > *y;
+}
+
+static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
+{
+	struct ovs_progress prog = { .what = "drop" };
+	size_t *idx, n = 0, count = ovs_snapshot_count(v);
+	uint64_t *ids;
+	int rc, status = EXIT_OK;
+
+	idx = calloc(nrefs, sizeof(*idx));
+	ids = calloc(nrefs, sizeof(*ids));
+	if (!idx || !ids) {
+		ovs_error("drop: %s", strerror(ENOMEM));
+		free(idx);
+		free(ids);
+		return EXIT_FAIL;
+	}
+	/* Resolve and check everything before the first change. */
+	for (int r = 0; r < nrefs; r++) {
+		const struct ovs_snapshot *s;
+		size_t i;
+
+		rc = ovs_snapshot_resolve(v, refs[r], &s);
+		if (rc < 0) {
+			ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
+			status = EXIT_FAIL;
+			goto out;
+		}
+		for (i = 0; i < count; i++)
+			if (ovs_snapshot_at(v, i) == s)
+				break;
+		if (s->hold && !opt_force) {
+			ovs_error("drop %s: snapshot %" PRIu64 " is held: use --force to drop it",
+				  ovs_volume_source(v), s->id);
+			status = EXIT_FAIL;
+			goto out;
+		}
+		if (ovs_volume_active(v) && i == count - 1) {
+			ovs_error("drop %s: snapshot %" PRIu64 " is the active one: run "
+				  "'ovsnap deactivate %s' first", ovs_volume_source(v), s->id,
+				  ovs_volume_source(v));
+			status = EXIT_FAIL;
+			goto out;
+		}
+		idx[n++] = i;
+	}
+	/* Oldest first: each layer is then merged once, into a survivor. */
+	qsort(idx, n, sizeof(*idx), cmp_index);
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (i == 0 || idx[i] != idx[i - 1])
+			ids[k++] = ovs_snapshot_at(v, idx[i])->id;
+		if (i == n - 1)
+			n = k;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (opt_dry_run) {
+			printf("would drop %" PRIu64 "\n", ids[i]);
+			continue;
+		}
+		rc = ovs_drop_snapshot(v, ids[i], ovs_progress_show, &prog);
+		ovs_progress_end(&prog);
+		if (rc < 0) {
+			ovs_error_lib(rc, "drop %s: snapshot %" PRIu64, ovs_volume_source(v), ids[i]);
+			status = EXIT_FAIL;
+			goto out;
+		}
+	}
+out:
+	free(idx);
+	free(ids);
+	return status;
+}
+
 int cmd_drop(int argc, const char **argv)
 {
+	struct ovs_volume *v = NULL;
+	const char **args;
 	poptContext pc;
-	int status;
+	int status, nargs;
 
-	pc = ovs_popt_parse("drop", argc, argv, drop_options, "SRC SNAP...", &status);
+	pc = ovs_popt_parse("drop", argc, argv, drop_options, "SRC [SNAP...]", &status);
 	if (!pc)
 		return status;
+	args = ovs_popt_args(pc, "drop", 1, -1, &nargs, &status);
+	if (!args)
+		goto out;
+	if (opt_keep && nargs > 1) {
+		ovs_error("drop: --keep and snapshot arguments cannot be used together");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (!opt_keep && nargs < 2) {
+		ovs_error("drop: name the snapshots to drop, or give --keep SPEC");
+		fprintf(stderr, "Try '%s drop --help' for more information.\n", ovs_progname);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (opt_explain && !opt_keep) {
+		ovs_error("drop: --explain needs --keep");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (opt_keep) {
+		struct ovs_keep_policy policy;
+
+		/* A bad SPEC is a usage error even before the volume is opened. */
+		if (ovs_keep_parse(opt_keep, &policy) < 0) {
+			ovs_error("drop: %s", ovs_last_error());
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
+	status = ovs_open_locked("drop", args[0], opt_wait, &v);
+	if (status != EXIT_OK)
+		goto out;
+	if (opt_keep)
+		status = drop_by_policy(v);
+	else
+		status = drop_listed(v, args + 1, nargs - 1);
+out:
+	if (v)
+		ovs_volume_unref(v);
 	poptFreeContext(pc);
-	return ovs_not_built("drop");
+	return status;
 }

@@ -40,6 +40,7 @@
 #include "ovsnap-private.h"
 #include "preserve.h"
 #include "merge.h"
+#include "views.h"
 
 /* Times of a directory of the older layer from before the merge touched
  * it; overlayfs hides trusted.overlay.* names it does not know. */
@@ -494,6 +495,40 @@ static int refuse_active(struct ovs_volume *v, uint64_t id)
 		       "'ovsnap deactivate %s' first", id, ovs_volume_source(v));
 }
 
+/*
+ * Views: a snapshot that is mounted cannot go away, and a --kernel view
+ * reads the layers directly, so no layer of its stack may change.  The
+ * snapshots at registry positions (first, last] disappear; layers at
+ * positions first..last change.  Daemon-served views of other snapshots
+ * re-resolve through the current layers and keep working.
+ */
+static int refuse_views(struct ovs_volume *v, ssize_t first, ssize_t last, bool oldest_drop)
+{
+	struct ovs_view_mount *views = NULL;
+	size_t nviews = 0, i;
+	int rc;
+
+	rc = ovs_volume_views(v, &views, &nviews);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < nviews && rc == 0; i++) {
+		ssize_t at = snap_index(v, views[i].id);
+
+		if (at < 0)
+			continue;
+		if ((oldest_drop && at == first) || (!oldest_drop && at > first && at <= last))
+			rc = ovs_err(EBUSY, "snapshot %" PRIu64 " is mounted at %s: "
+				     "unmount it first ('ovsnap umount %s')",
+				     views[i].id, views[i].target, views[i].target);
+		else if (!oldest_drop && views[i].kernel && at <= last)
+			rc = ovs_err(EBUSY, "the --kernel view of snapshot %" PRIu64 " at %s "
+				     "uses the layers to merge: unmount it first",
+				     views[i].id, views[i].target);
+	}
+	ovs_views_free(views, nviews);
+	return rc;
+}
+
 static int merge_one(struct ovs_volume *v, uint64_t older, uint64_t newer,
 		     ovs_progress_fn progress, void *arg)
 {
@@ -594,6 +629,8 @@ int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
 		return ovs_err(EINVAL, "snapshot %" PRIu64 " is not newer than %" PRIu64,
 			       newer, older);
 	rc = refuse_active(v, newer);
+	if (rc == 0)
+		rc = refuse_views(v, ia, ib, false);
 	if (rc < 0)
 		return rc;
 	rc = intent_begin(v, "merge", older, newer);
@@ -620,16 +657,17 @@ int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id, ovs_progress_fn progres
 	if (i > 0)
 		return ovs_merge_snapshots(v, ovs_snapshot_at(v, i - 1)->id, id, progress, arg);
 	/* The oldest: no other view uses its layer. */
+	rc = refuse_views(v, 0, 0, true);
+	if (rc < 0)
+		return rc;
 	rc = intent_begin(v, "drop", id, 0);
 	if (rc < 0)
 		return rc;
+	/* The registry forgets it first, then its directory goes. */
 	rc = ovs_registry_remove_snapshot(v, id);
 	if (rc < 0)
 		return rc;
 	step();
-	rc = ovs_layer_remove(v, id);
-	if (rc < 0)
-		return rc;
 	return intent_end(v);
 }
 

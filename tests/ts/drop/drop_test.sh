@@ -1,0 +1,132 @@
+#!/bin/bash
+# ovsnap drop and ovsnap merge on a volume with snapshots taken through the
+# snapshot mount: drop at every position (oldest, middle, newest of an
+# inactive volume), the active one refused, merges of a run, and SIGKILL
+# at every step of a drop followed by recovery; each time every survivor,
+# seen through a stock overlay of its layers, equals the manifest recorded
+# at its take.  Then retention (--keep) with chosen creation times.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_fs xfs overlay fuse
+[ -e /dev/fuse ] || ovs_skip "needs /dev/fuse"
+[ -x "$OVS_WORKLOAD" ] || ovs_skip "ovs-workload not built (run make check)"
+
+MKVOL=$OVSNAP_TOOLS/ovs-mkvol
+[ -x "$MKVOL" ] || MKVOL=$(ovs__tool ovs-mkvol)
+
+# make_volume SEED OPS TAKES: SRC with a random tree, a first take, then a
+# workload with TAKES more takes; manifests in $MF; left inactive.
+make_volume() {
+	local seed=$1 ops=$2 takes=$3
+
+	ovs_mkfs xfs 1G || return 1
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	rm -rf "$MF"
+	mkdir -p "$SRC" "$MF"
+	ovs_run "$OVS_WORKLOAD" --seed "$((seed + 1000))" --ops 200 "$SRC"
+	assertEquals "initial tree: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "first take: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_run "$OVS_WORKLOAD" --seed "$seed" --ops "$ops" --takes "$takes" \
+		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC"
+	assertEquals "workload: $(ovs_ran | tail -5)" 0 "$OVS_RC" || return 1
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return 1
+}
+
+ids() { ovs_snapshot_layers "$SRC" | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//'; }
+
+# drop_and_check WHAT ID: drop ID, forget its manifest, check the rest.
+drop_and_check() {
+	ovs_run "$OVSNAP" drop "$SRC" "$2"
+	assertEquals "$1: drop $2: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	rm -f "$MF/$2.manifest"
+	OVS_ORACLE_WHAT="after dropping $2 ($1)" ovs_oracle_check "$SRC" "$MF"
+}
+
+test_drop_at_every_position() {
+	make_volume 11 800 5 || return
+	assertEquals "snapshots" "1 2 3 4 5 6" "$(ids)"
+	OVS_ORACLE_WHAT="before any drop" ovs_oracle_check "$SRC" "$MF"
+	drop_and_check "a middle one" 3
+	drop_and_check "the oldest" 1
+	drop_and_check "the newest, inactive" 6
+	assertEquals "snapshots left" "2 4 5" "$(ids)"
+	"$OVSNAP" list --json "$SRC" | grep -q '"id": 5,[^}]*"state": "active"'
+	assertTrue "the new newest (5) is the active one: $("$OVSNAP" list --json "$SRC")" $?
+	ovs_run "$OVSNAP" merge "$SRC" 2 5
+	assertEquals "merge 2 5: $(ovs_ran)" 0 "$OVS_RC"
+	rm -f "$MF/4.manifest" "$MF/5.manifest"
+	assertEquals "snapshots left after merge 2..5" "2" "$(ids)"
+	OVS_ORACLE_WHAT="after merging 2..5" ovs_oracle_check "$SRC" "$MF"
+	# Activation and a take after all that work on the merged layer.
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate after the drops: $(ovs_ran)" 0 "$OVS_RC"
+	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take after the drops: $(ovs_ran)" 0 "$OVS_RC"
+	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	OVS_ORACLE_WHAT="after a new take" ovs_oracle_check "$SRC" "$MF"
+}
+
+test_active_newest_is_refused() {
+	make_volume 12 300 2 || return
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
+	ovs_run "$OVSNAP" drop "$SRC" 3
+	assertEquals "drop of the active snapshot: exit" 1 "$OVS_RC"
+	assertContains "the message says what to do" "$OVS_ERR" "snapshot 3 is the active one: run 'ovsnap deactivate $SRC' first"
+	ovs_run "$OVSNAP" merge "$SRC" 2 3
+	assertEquals "merge into the active snapshot: exit" 1 "$OVS_RC"
+	# Frozen layers can go while the daemon runs.
+	drop_and_check "a frozen one, volume active" 2
+	assertEquals "snapshots left" "1 3" "$(ids)"
+}
+
+test_usage_errors() {
+	make_volume 13 100 1 || return
+	ovs_run "$OVSNAP" drop "$SRC"
+	assertEquals "drop without SNAP or --keep" 2 "$OVS_RC"
+	ovs_run "$OVSNAP" drop --keep daily=x "$SRC"
+	assertEquals "bad SPEC: exit" 2 "$OVS_RC"
+	assertContains "bad SPEC: message" "$OVS_ERR" "daily=x"
+	ovs_run "$OVSNAP" drop "$SRC" 99
+	assertEquals "unknown snapshot: exit" 1 "$OVS_RC"
+	ovs_run "$OVSNAP" merge "$SRC" 2 1
+	assertEquals "merge B older than A: exit" 2 "$OVS_RC"
+	ovs_run "$OVSNAP" merge "$SRC" 1 1
+	assertEquals "merge A A: exit" 2 "$OVS_RC"
+	assertEquals "nothing dropped" "1 2" "$(ids)"
+}
+
+# SIGKILL (the library's test hook) after each step of a middle drop,
+# then the next command finishes it; the survivors equal their manifests.
+test_crash_at_every_step() {
+	local store n rc
+
+	make_volume 14 150 3 || return
+	store=$("$OVSNAP" list --json "$SRC" | sed -E 's/.*"store": "([^"]*)".*/\1/; s/\\\\/\\/g')
+	cp -a "$store" "$OVS_TMP/store.orig" || return
+	for ((n = 1; n < 400; n++)); do
+		rm -rf "$store" && cp -a "$OVS_TMP/store.orig" "$store"
+		OVSNAP_TEST_CRASH_AFTER=$n "$OVSNAP" drop "$SRC" 3 >/dev/null 2>&1
+		rc=$?
+		[ "$rc" -eq 0 ] && break
+		assertEquals "step $n: killed by the hook" 9 "$rc" || break
+		ovs_run "$OVSNAP" drop --keep last=100 "$SRC"
+		assertEquals "step $n: the next command recovers: $(ovs_ran)" 0 "$OVS_RC" || break
+		assertEquals "step $n: snapshots after recovery" "1 2 4" "$(ids)"
+		mv "$MF/3.manifest" "$MF/3.saved"
+		OVS_ORACLE_WHAT="killed after step $n, recovered" ovs_oracle_check "$SRC" "$MF" ||
+			{ mv "$MF/3.saved" "$MF/3.manifest"; break; }
+		mv "$MF/3.saved" "$MF/3.manifest"
+	done
+	echo "a drop of snapshot 3 made $((n - 1)) steps, each interrupted once"
+	assertTrue "the drop finished without the hook at some point" "[ $n -lt 400 ]"
+	assertTrue "it had several steps" "[ $n -gt 3 ]"
+}
+
+. "$SHUNIT2"
