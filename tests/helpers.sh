@@ -241,12 +241,15 @@ ovs__our_mounts() {
 	} | awk '{ print length($0), $0 }' | sort -rn -k1,1 | cut -d' ' -f2- | uniq
 }
 
+# ovs__umount_all [lazy]: without "lazy", a busy mount stays for the next
+# pass (an image is busy until the daemon working on it has exited).
 ovs__umount_all() {
 	local m
 
 	for m in $(ovs__our_mounts); do
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
-			echo "helpers.sh: cannot unmount $m" >&2
+		umount "$m" 2>/dev/null && continue
+		[ "${1:-}" = lazy ] || continue
+		umount -l "$m" 2>/dev/null || echo "helpers.sh: cannot unmount $m" >&2
 	done
 }
 
@@ -295,10 +298,12 @@ ovs__detach_loops() {
 # mounted, no daemon, no loop device, no image, empty state and run dirs.
 ovs_teardown() {
 	[ -n "${OVS_TMP:-}" ] && [ -d "$OVS_TMP" ] || return 0
+	# Views and the snapshot mounts first: a daemon exits when its FUSE
+	# mount goes, and only then is its image free.
 	ovs__umount_all
 	ovs__kill_daemons
-	# A daemon that died may have left its FUSE mount behind.
-	ovs__umount_all
+	# Whatever is left: dead daemons' FUSE mounts, the images.
+	ovs__umount_all lazy
 	ovs__detach_loops
 	rm -rf "${OVS_TMP:?}"/fs* "$OVS_TMP/.mounts" "$OVSNAP_STATE_DIR" \
 		"$OVSNAP_RUN_DIR" "$OVS_TMP"/view* 2>/dev/null

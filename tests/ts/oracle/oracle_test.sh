@@ -48,9 +48,11 @@ check_daemon_views() {
 			return 0
 		fi
 		assertEquals "$WHAT: ovsnap mount $id: $(ovs_ran)" 0 "$OVS_RC" || continue
-		if ! out=$("$OVS_MANIFEST" "$view" | diff -u "$MF/$id.manifest" -); then
+		"$OVS_MANIFEST" "$view" >"$OVS_TMP/dview.$id.manifest"
+		if ! out=$(diff -u "$MF/$id.manifest" "$OVS_TMP/dview.$id.manifest"); then
 			fail "$WHAT: daemon view of snapshot $id differs from its manifest:
 $(printf '%s\n' "$out" | head -40 | cut -c1-300)"
+			explain_first_mismatch dview
 		fi
 		ovs_run "$OVSNAP" umount "$view"
 		assertEquals "$WHAT: ovsnap umount $view: $(ovs_ran)" 0 "$OVS_RC"
@@ -91,11 +93,43 @@ drop_and_merge() {
 	OVS_ORACLE_WHAT="$WHAT, after merging ${ids[a]} and ${ids[b]}" ovs_oracle_check "$SRC" "$MF"
 }
 
+# For the first snapshot whose kernel view differs from its manifest, the
+# workload's operations on the differing paths and the takes around them:
+# enough to see which preservation rule was missed.
+explain_first_mismatch() {
+	local kind=${1:-view} m id paths p from to
+
+	[ -z "${EXPLAINED:-}" ] || return 0
+	for m in "$OVS_TMP/$kind".*.manifest; do
+		[ -e "$m" ] || continue
+		id=${m#"$OVS_TMP/$kind".}
+		id=${id%.manifest}
+		paths=$(diff "$MF/$id.manifest" "$m" | sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | sort -u | head -3)
+		[ -n "$paths" ] || continue
+		EXPLAINED=1
+		echo "---- $WHAT: $kind of snapshot $id differs at: $(echo $paths)"
+		# The snapshot was taken before op "from"; the next take is at "to".
+		from=$(sed -n "s/^take [0-9]* after op \([0-9]*\): snapshot $id\$/\1/p" "$OVS_TMP/takes.log")
+		to=$(awk -v f="${from:-0}" '$1 == "take" && $5 + 0 > f { sub(/:/, "", $5); print $5; exit }' "$OVS_TMP/takes.log")
+		echo "     snapshot $id was taken before op ${from:-0}; the next take came before op ${to:-end}"
+		for p in $paths; do
+			echo "-- successful operations naming $p: the last 5 before the take, all up to the next one"
+			grep -E "^[0-9]+ [a-z-]+ (.* )?$p( |:)" "$OVS_TMP/ops.log" | grep ': ok$' |
+				awk -v f="${from:-0}" -v t="${to:-999999999}" '
+					$1 + 0 < f { last[n++ % 5] = $0 }
+					$1 + 0 >= f && $1 + 0 < t { if (!shown) { for (i = n - 5; i < n; i++) if (i >= 0) print "   " last[i % 5]; print "   ---- take"; shown = 1 } print "   " $0 }
+					END { if (!shown) for (i = n - 5; i < n; i++) if (i >= 0) print "   " last[i % 5] }'
+		done
+		return 0
+	done
+}
+
 # run_oracle FSTYPE SEED
 run_oracle() {
 	local fstype=$1 seed=${OVS_ORACLE_SEED:-$2}
 
 	WHAT="$fstype, seed $seed"
+	EXPLAINED=
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
@@ -108,15 +142,18 @@ run_oracle() {
 	# The first take sets the volume up.
 	take_with_manifest || return
 
-	ovs_run "$OVS_WORKLOAD" --seed "$seed" --ops "$OPS" --takes "$TAKES" \
-		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC"
-	echo "$WHAT: $(printf '%s\n' "$OVS_OUT" | tail -1)"
-	assertEquals "$WHAT: ovs-workload through the snapshot mount: $(ovs_ran | tail -25)" 0 "$OVS_RC"
+	"$OVS_WORKLOAD" --verbose --seed "$seed" --ops "$OPS" --takes "$TAKES" \
+		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC" \
+		>"$OVS_TMP/takes.log" 2>"$OVS_TMP/ops.log" </dev/null
+	OVS_RC=$?
+	echo "$WHAT: $(tail -1 "$OVS_TMP/takes.log")"
+	assertEquals "$WHAT: ovs-workload through the snapshot mount:
+$(tail -3 "$OVS_TMP/takes.log"; grep '^ovs-workload' "$OVS_TMP/ops.log" | head -20)" 0 "$OVS_RC"
 	assertEquals "$WHAT: manifests recorded" "$((TAKES + 1))" \
 		"$(find "$MF" -name '*.manifest' | wc -l)"
 
 	check_daemon_views
-	OVS_ORACLE_WHAT=$WHAT ovs_oracle_check "$SRC" "$MF"
+	OVS_ORACLE_WHAT=$WHAT ovs_oracle_check "$SRC" "$MF" || explain_first_mismatch view
 	drop_and_merge "$seed"
 	return 0
 }
