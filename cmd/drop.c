@@ -51,8 +51,9 @@ static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *
 		ovs_format_time_utc(s->created_ns, created, sizeof(created));
 		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
 		if (all)
-			printf("%-6" PRIu64 " %-20s %s %-4s %s\n", s->id, s->name[0] ? s->name : "-",
-			       created, plan[i].keep ? "keep" : "drop", plan[i].keep ? why : "");
+			printf("%-6" PRIu64 " %-20s %s %s%s%s\n", s->id, s->name[0] ? s->name : "-",
+			       created, plan[i].keep ? "keep" : "drop", plan[i].keep ? " " : "",
+			       plan[i].keep ? why : "");
 		else
 			printf("would drop %" PRIu64 "%s%s\n", s->id, s->name[0] ? " " : "", s->name);
 	}
@@ -153,11 +154,13 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 	}
 	/* Oldest first: each layer is then merged once, into a survivor. */
 	qsort(idx, n, sizeof(*idx), cmp_index);
-	for (size_t i = 0, k = 0; i < n; i++) {
-		if (i == 0 || idx[i] != idx[i - 1])
-			ids[k++] = ovs_snapshot_at(v, idx[i])->id;
-		if (i == n - 1)
-			n = k;
+	{
+		size_t k = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (i == 0 || idx[i] != idx[i - 1])
+				ids[k++] = ovs_snapshot_at(v, idx[i])->id;
+		n = k;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (opt_dry_run) {

@@ -129,4 +129,41 @@ test_crash_at_every_step() {
 	assertTrue "it had several steps" "[ $n -gt 3 ]"
 }
 
+# Retention on a volume made by ovs-mkvol with chosen creation times
+# (OVSNAP_TEST_NOW): --dry-run and --explain change nothing, then the
+# policy drops exactly what it said.
+test_keep_policy_dry_run_explain() {
+	local t
+
+	ovs_mkfs xfs || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC"
+	# 1: Dec 31 22:00, 2: Dec 31 23:30, 3: Jan 1 00:10, 4: Jan 1 09:00,
+	# 5: Jan 2 08:00 (UTC)
+	for t in 1767218400 1767223800 1767226200 1767258000 1767340800; do
+		OVSNAP_TEST_NOW=$t "$MKVOL" "$SRC" --snapshots 1 || { fail "ovs-mkvol"; return; }
+	done
+	assertEquals "snapshots" "1 2 3 4 5" "$(ids)"
+	ovs_run "$OVSNAP" drop --keep daily=2 --dry-run "$SRC"
+	assertEquals "dry run: exit" 0 "$OVS_RC"
+	assertEquals "dry run: what it would drop" "would drop 1
+would drop 2
+would drop 3" "$OVS_OUT"
+	assertEquals "dry run: nothing dropped" "1 2 3 4 5" "$(ids)"
+	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 --explain --dry-run "$SRC"
+	assertEquals "explain: exit" 0 "$OVS_RC"
+	assertEquals "explain: every snapshot, its fate and rule" \
+"1      -                    2025-12-31T22:00:00.000000000Z drop
+2      -                    2025-12-31T23:30:00.000000000Z keep yearly
+3      -                    2026-01-01T00:10:00.000000000Z drop
+4      -                    2026-01-01T09:00:00.000000000Z keep daily
+5      -                    2026-01-02T08:00:00.000000000Z keep daily,yearly,newest" "$OVS_OUT"
+	assertEquals "explain --dry-run: nothing dropped" "1 2 3 4 5" "$(ids)"
+	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 "$SRC"
+	assertEquals "drop --keep: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "kept by daily=2,yearly=2" "2 4 5" "$(ids)"
+	ovs_run "$OVSNAP" drop --keep last=1 "$SRC" 4
+	assertEquals "--keep with SNAP arguments" 2 "$OVS_RC"
+}
+
 . "$SHUNIT2"
