@@ -97,7 +97,7 @@ drop_and_merge() {
 # workload's operations on the differing paths and the takes around them:
 # enough to see which preservation rule was missed.
 explain_first_mismatch() {
-	local kind=${1:-view} m id paths p from to
+	local kind=${1:-view} m id paths p p_re from to
 
 	[ -z "${EXPLAINED:-}" ] || return 0
 	for m in "$OVS_TMP/$kind".*.manifest; do
@@ -114,7 +114,8 @@ explain_first_mismatch() {
 		echo "     snapshot $id was taken before op ${from:-0}; the next take came before op ${to:-end}"
 		for p in $paths; do
 			echo "-- successful operations naming $p: the last 5 before the take, all up to the next one"
-			grep -E "^[0-9]+ [a-z-]+ (.* )?$p( |:)" "$OVS_TMP/ops.log" | grep ': ok$' |
+			p_re=$(printf '%s' "$p" | sed 's/[].[\\*^$()+?{}|]/\\&/g')
+			grep -E "^[0-9]+ [a-z-]+ (.* )?$p_re( |:)" "$OVS_TMP/ops.log" | grep ': ok$' |
 				awk -v f="${from:-0}" -v t="${to:-999999999}" '
 					$1 + 0 < f { last[n++ % 5] = $0 }
 					$1 + 0 >= f && $1 + 0 < t { if (!shown) { for (i = n - 5; i < n; i++) if (i >= 0) print "   " last[i % 5]; print "   ---- take"; shown = 1 } print "   " $0 }
