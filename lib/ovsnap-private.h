@@ -137,9 +137,10 @@ bool ovs_fstype_supported(const char *fstype);
 /* ---- helpers ------------------------------------------------------------- */
 
 /*
- * systemd-escape style name of an absolute path: leading '/' dropped,
- * '/' -> '-', bytes other than [A-Za-z0-9:_.] (and a leading '.') ->
- * \xNN; "/" itself is "-".  -ENAMETOOLONG if it does not fit.
+ * The name of an absolute path as one folder name: leading '/' dropped,
+ * '/' -> '-', bytes other than [A-Za-z0-9_.] (and a leading '.') -> %XX;
+ * "/" itself is "-".  No '\\', ':' or ',', which overlayfs would read
+ * as escapes or separators in lowerdir=.  -ENAMETOOLONG if it does not fit.
  */
 int ovs_path_escape(const char *path, char *buf, size_t len);
 int ovs_path_unescape(const char *name, char *buf, size_t len);

@@ -248,8 +248,11 @@ static bool escape_keeps(unsigned char c, bool first)
 {
 	if (first && c == '.')
 		return false;
+	/* Not '\\', ':' or ',': overlayfs reads them as escapes and
+	 * separators in lowerdir=, and layer paths must stay usable in a
+	 * hand-written mount command. */
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == ':' || c == '_' || c == '.';
+	       (c >= '0' && c <= '9') || c == '_' || c == '.';
 }
 
 int ovs_path_escape(const char *path, char *buf, size_t len)
@@ -282,10 +285,10 @@ int ovs_path_escape(const char *path, char *buf, size_t len)
 				goto toolong;
 			buf[o++] = c;
 		} else {
-			if (o + 4 >= len)
+			if (o + 3 >= len)
 				goto toolong;
-			snprintf(buf + o, 5, "\\x%02x", c);
-			o += 4;
+			snprintf(buf + o, 4, "%%%02x", c);
+			o += 3;
 		}
 	}
 	buf[o] = '\0';
@@ -321,13 +324,13 @@ int ovs_path_unescape(const char *name, char *buf, size_t len)
 
 		if (c == '-') {
 			c = '/';
-		} else if (c == '\\') {
+		} else if (c == '%') {
 			int hi, lo;
 
-			if (p[1] != 'x' || (hi = hexval(p[2])) < 0 || (lo = hexval(p[3])) < 0)
+			if ((hi = hexval(p[1])) < 0 || (lo = hexval(p[2])) < 0)
 				return -EINVAL;
 			c = (char)(hi << 4 | lo);
-			p += 3;
+			p += 2;
 		}
 		if (o + 1 >= len)
 			return -ENAMETOOLONG;

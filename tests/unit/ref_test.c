@@ -112,7 +112,9 @@ int main(void)
 			      paths[i]);
 		}
 		ovs_path_escape("/a-b/c d", buf, sizeof(buf));
-		CHECK(strcmp(buf, "a\\x2db-c\\x20d") == 0, "escape: %s", buf);
+		CHECK(strcmp(buf, "a%2db-c%20d") == 0, "escape: %s", buf);
+		ovs_path_escape("/x:y,z\\", buf, sizeof(buf));
+		CHECK(strcmp(buf, "x%3ay%2cz%5c") == 0, "escape keeps overlay separators: %s", buf);
 		CHECK(ovs_path_escape("rel", buf, sizeof(buf)) == -EINVAL, "relative path escaped");
 	}
 

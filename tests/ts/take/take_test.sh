@@ -41,10 +41,9 @@ ovs_wait_for_file() {
 	fail "timed out waiting for $1"
 }
 
-# The upper directory of snapshot ID, from ovsnap list --json.
+# The upper directory of snapshot ID.
 ovs_snapshot_upper() {
-	"$OVSNAP" list --json "$1" | tr '{' '\n' | grep "\"id\": $2," |
-		sed -n 's/.*"upper": "\([^"]*\)".*/\1/p'
+	ovs_snapshot_layers "$1" | awk -v id="$2" '$1 == id { sub(/^[0-9]+ /, ""); print }'
 }
 
 # Take a snapshot and record the manifest of SRC as it is at the take.
