@@ -340,20 +340,89 @@ void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *old
 	pthread_mutex_unlock(&D.nodes_lock);
 }
 
+/*
+ * The node of the directory that holds path's last component, walking
+ * from the root and adding nodes the kernel has not looked up (nlookup 0:
+ * they live as long as a child refers to them).  A name must hang from
+ * its real parent directory so that later renames of any ancestor keep
+ * it right.  Caller holds nodes_lock.
+ */
+static struct dnode *dir_node_of_locked(const char *path, const char **base)
+{
+	struct dnode *dir = D.root, *n;
+	char comp[NAME_MAX + 1];
+	const char *p = path, *slash;
+
+	while ((slash = strchr(p, '/'))) {
+		size_t len = slash - p;
+		struct stat st;
+		int fd;
+
+		if (len == 0 || len > NAME_MAX)
+			goto fail;
+		memcpy(comp, p, len);
+		comp[len] = 0;
+		fd = openat(dir->fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			goto fail;
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			goto fail;
+		}
+		n = hash_find(st.st_dev, st.st_ino);
+		if (n) {
+			close(fd);
+			if (!n->name)
+				set_name_locked(n, dir, comp);
+		} else {
+			n = calloc(1, sizeof(*n));
+			if (!n) {
+				close(fd);
+				goto fail;
+			}
+			n->fd = fd;
+			n->dev = st.st_dev;
+			n->ino = st.st_ino;
+			n->type = S_IFDIR;
+			if (set_name_locked(n, dir, comp) < 0) {
+				close(fd);
+				free(n);
+				goto fail;
+			}
+			hash_insert(n);
+			if (++D.nnodes > D.nbuckets * 2)
+				hash_grow();
+		}
+		dir = n;
+		p = slash + 1;
+	}
+	*base = p;
+	return dir;
+fail:
+	node_maybe_free(dir);
+	return NULL;
+}
+
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
 			 const char *other)
 {
-	struct dnode *n;
+	struct dnode *n, *dir = NULL;
+	const char *base = NULL;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
 	if (n && n->parent == parent && n->name && strcmp(n->name, name) == 0) {
-		/* Another name of a hard-linked file, as a path from the root
-		 * (node_path joins it like any name). */
+		/* Another name of a hard-linked file, if there is one. */
 		if (other)
-			set_name_locked(n, D.root, other);
-		else
+			dir = dir_node_of_locked(other, &base);
+		if (dir) {
+			/* Hold dir while set_name_locked drops the old parent. */
+			dir->children++;
+			set_name_locked(n, dir, base);
+			dir->children--;
+		} else {
 			set_name_locked(n, NULL, NULL);
+		}
 	}
 	names_changed();
 	pthread_mutex_unlock(&D.nodes_lock);

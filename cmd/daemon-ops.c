@@ -88,6 +88,18 @@ static int preserve_node(struct dnode *n, const char *what)
 		return 0;	/* no name left: not part of the tree any more */
 	if (rc < 0)
 		return -rc;
+	/* Preserving another object under this name would be silent
+	 * damage to the snapshot: make sure the name is still ours. */
+	if (*path) {
+		struct stat st;
+
+		if (fstatat(D.srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_dev != n->dev || st.st_ino != n->ino) {
+			dlog(LOG_ERR, "cannot preserve before %s: the name %s of inode %llu "
+			     "is out of date", what, path, (unsigned long long)n->ino);
+			return EIO;
+		}
+	}
 	rc = ovs_preserve_object(D.layer, D.hlmap, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
@@ -718,6 +730,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uintptr_t)h;
+	/* Every change to SRC passes through this mount, so the kernel's
+	 * page cache stays right across opens. */
+	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		node_open_count(n, h->writable, -1);
 		close(fd);
@@ -768,6 +783,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 		return;
 	}
 	fi->fh = (uintptr_t)h;
+	fi->keep_cache = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_open_count(h->node, h->writable, -1);
 		close(fd);

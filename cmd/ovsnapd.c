@@ -47,7 +47,8 @@
 struct daemon D = {
 	.srcfd = -1,
 	.ctl_fd = -1,
-	.preserve_lock = PTHREAD_RWLOCK_INITIALIZER,
+	/* Writer first: a take must not starve behind a stream of writes. */
+	.preserve_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
 	.change_lock = PTHREAD_MUTEX_INITIALIZER,
 	.nodes_lock = PTHREAD_MUTEX_INITIALIZER,
 	.loop_lock = PTHREAD_MUTEX_INITIALIZER,
