@@ -58,26 +58,12 @@ int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force)
 static int activate_one(const char *src)
 {
 	struct ovs_volume *v;
-	int rc, status;
+	int status;
 
-	rc = ovs_volume_open(src, &v);
-	if (rc < 0) {
-		ovs_error_lib(rc, "activate %s", src);
-		return EXIT_FAIL;
-	}
-	rc = ovs_volume_lock(v, opt_wait, "activate");
-	if (rc < 0) {
-		ovs_error_lib(rc, "activate %s", src);
-		ovs_volume_unref(v);
-		return EXIT_FAIL;
-	}
-	rc = ovs_registry_load(v);
-	if (rc < 0) {
-		ovs_error_lib(rc, "activate %s", src);
-		status = EXIT_FAIL;
-	} else {
-		status = ovs_activate_locked("activate", v, opt_force);
-	}
+	status = ovs_open_locked("activate", src, opt_wait, &v);
+	if (status != EXIT_OK)
+		return status;
+	status = ovs_activate_locked("activate", v, opt_force);
 	ovs_volume_unlock(v);
 	ovs_volume_unref(v);
 	return status;
@@ -120,7 +106,6 @@ int cmd_activate(int argc, const char **argv)
 {
 	const char **args;
 	poptContext pc;
-	char *src;
 	int status, n;
 
 	pc = ovs_popt_parse("activate", argc, argv, activate_options, "SRC", &status);
@@ -131,13 +116,7 @@ int cmd_activate(int argc, const char **argv)
 		poptFreeContext(pc);
 		return status;
 	}
-	if (opt_all) {
-		status = activate_all();
-	} else {
-		src = ovs_resolve_source("activate", args[0]);
-		status = src ? activate_one(src) : EXIT_FAIL;
-		free(src);
-	}
+	status = opt_all ? activate_all() : activate_one(args[0]);
 	poptFreeContext(pc);
 	return status;
 }
@@ -185,35 +164,19 @@ int cmd_deactivate(int argc, const char **argv)
 	struct ovs_volume *v = NULL;
 	const char **args;
 	poptContext pc;
-	char *src = NULL;
-	int status, n, rc;
+	int status, n;
 
 	pc = ovs_popt_parse("deactivate", argc, argv, deactivate_options, "SRC", &status);
 	if (!pc)
 		return status;
 	args = ovs_popt_args(pc, "deactivate", 1, 1, &n, &status);
-	if (!args)
-		goto out;
-	status = EXIT_FAIL;
-	src = ovs_resolve_source("deactivate", args[0]);
-	if (!src)
-		goto out;
-	rc = ovs_volume_open(src, &v);
-	if (rc == 0)
-		rc = ovs_volume_lock(v, opt_wait, "deactivate");
-	if (rc == 0)
-		rc = ovs_registry_load(v);
-	if (rc < 0) {
-		ovs_error_lib(rc, "deactivate %s", src);
-		goto out;
-	}
-	status = deactivate_locked(v);
-out:
-	if (v) {
+	if (args)
+		status = ovs_open_locked("deactivate", args[0], opt_wait, &v);
+	if (args && status == EXIT_OK) {
+		status = deactivate_locked(v);
 		ovs_volume_unlock(v);
 		ovs_volume_unref(v);
 	}
-	free(src);
 	poptFreeContext(pc);
 	return status;
 }

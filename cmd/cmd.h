@@ -103,9 +103,11 @@ int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
 /* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
 int ovs_check_no_users(const char *cmd, const char *src);
 
-/* Open the volume of the SRC argument, lock it, load the registry and
- * finish an interrupted merge or drop (cmd/merge.c).  EXIT_OK or the exit
- * status after printing the error. */
+/* Lock an open volume, load its registry and finish an interrupted merge
+ * or drop (cmd/common.c).  EXIT_OK, or EXIT_FAIL after printing the error
+ * (the lock is not held then). */
+int ovs_lock_loaded(const char *cmd, struct ovs_volume *v, bool wait);
+/* The same for the SRC argument of a command: resolve, open, lock. */
 int ovs_open_locked(const char *cmd, const char *arg, bool wait, struct ovs_volume **v);
 /* Progress of a long merge on stderr (a terminal, not --quiet). */
 struct ovs_progress {

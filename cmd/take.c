@@ -151,7 +151,7 @@ int cmd_take(int argc, const char **argv)
 	const char **args;
 	poptContext pc;
 	char *src = NULL;
-	int status, n, rc;
+	int status, n;
 
 	pc = ovs_popt_parse("take", argc, argv, take_options, "SRC", &status);
 	if (!pc)
@@ -166,14 +166,9 @@ int cmd_take(int argc, const char **argv)
 	status = open_or_create(src, &v);
 	if (status != EXIT_OK)
 		goto out;
-	status = EXIT_FAIL;
-	rc = ovs_volume_lock(v, opt_wait, "take");
-	if (rc == 0)
-		rc = ovs_registry_load(v);
-	if (rc < 0) {
-		ovs_error_lib(rc, "take %s", src);
+	status = ovs_lock_loaded("take", v, opt_wait);
+	if (status != EXIT_OK)
 		goto out;
-	}
 	status = take_locked(v, src);
 out:
 	if (v) {

@@ -1,0 +1,99 @@
+/*
+ * What the commands that change a volume share: opening it for the change
+ * (lock, registry, recovery of an interrupted merge or drop) and the
+ * progress line of long operations.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "merge.h"
+
+int ovs_lock_loaded(const char *cmd, struct ovs_volume *v, bool wait)
+{
+	const char *src = ovs_volume_source(v);
+	int rc;
+
+	rc = ovs_volume_lock(v, wait, cmd);
+	if (rc == 0)
+		rc = ovs_registry_load(v);
+	if (rc == 0) {
+		rc = ovs_recover(v);
+		if (rc > 0 && !ovs_opt_quiet)
+			fprintf(stderr, "%s: %s %s: finished an interrupted merge or drop\n",
+				ovs_progname, cmd, src);
+	}
+	if (rc < 0) {
+		ovs_error_lib(rc, "%s %s", cmd, src);
+		ovs_volume_unlock(v);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Shown only once a merge has run for a second, on a terminal. */
+void ovs_progress_show(void *arg, uint64_t done, uint64_t total)
+{
+	struct ovs_progress *p = arg;
+
+	if (ovs_opt_quiet || !isatty(STDERR_FILENO))
+		return;
+	if (!p->start_ns)
+		p->start_ns = mono_ns();
+	if (!p->shown && mono_ns() - p->start_ns < 1000000000)
+		return;
+	p->shown = true;
+	if (total)
+		fprintf(stderr, "\r%s: %" PRIu64 "/%" PRIu64 " entries (%d%%)", p->what, done,
+			total, (int)(done * 100 / total));
+	else
+		fprintf(stderr, "\r%s: %" PRIu64 " entries", p->what, done);
+}
+
+void ovs_progress_end(struct ovs_progress *p)
+{
+	if (p->shown)
+		fputc('\n', stderr);
+	p->shown = false;
+	p->start_ns = 0;
+}
+
+int ovs_open_locked(const char *cmd, const char *arg, bool wait, struct ovs_volume **out)
+{
+	struct ovs_volume *v;
+	char *src;
+	int rc;
+
+	src = ovs_resolve_source(cmd, arg);
+	if (!src)
+		return EXIT_FAIL;
+	rc = ovs_volume_open(src, &v);
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			ovs_error("%s %s: not a volume (no snapshot was ever taken of it)", cmd, src);
+		else
+			ovs_error_lib(rc, "%s %s", cmd, src);
+		free(src);
+		return EXIT_FAIL;
+	}
+	free(src);
+	if (ovs_lock_loaded(cmd, v, wait) != EXIT_OK) {
+		ovs_volume_unref(v);
+		return EXIT_FAIL;
+	}
+	*out = v;
+	return EXIT_OK;
+}
