@@ -133,7 +133,7 @@ static struct poptOption deactivate_options[] = {
 static int deactivate_locked(struct ovs_volume *v)
 {
 	const char *src = ovs_volume_source(v);
-	int rc;
+	int rc, i;
 
 	if (ovs_daemon_running(v)) {
 		rc = ovs_daemon_stop(v, opt_lazy);
@@ -141,13 +141,18 @@ static int deactivate_locked(struct ovs_volume *v)
 			ovs_error_lib(rc, "deactivate %s", src);
 			return EXIT_FAIL;
 		}
-	} else {
-		/* A dead daemon's mount: take it away so SRC is usable. */
+	}
+	/* Mounts of daemons that died: alone, or beneath the one just
+	 * stopped when activate mounted over them.  Take them away so SRC is
+	 * the plain directory again. */
+	for (i = 0; i < 64; i++) {
 		rc = ovs_umount_dead(src);
-		if (rc < 0) {
-			ovs_error_lib(rc, "deactivate %s", src);
-			return EXIT_FAIL;
-		}
+		if (rc <= 0)
+			break;
+	}
+	if (rc < 0) {
+		ovs_error_lib(rc, "deactivate %s", src);
+		return EXIT_FAIL;
 	}
 	/* Recorded even when it was not active, so fsck knows from when on
 	 * changes to SRC are unprotected. */

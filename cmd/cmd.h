@@ -96,7 +96,8 @@ int ovs_daemon_start(struct ovs_volume *v);
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
 /* Ask the daemon for a snapshot; the held volume lock goes along. */
 int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
-/* Lazily unmount the mount of a dead daemon at src, if there is one. */
+/* Lazily unmount the mount of a dead daemon at src: 1 if there was one,
+ * 0 if not. */
 int ovs_umount_dead(const char *src);
 /* Start the daemon of a locked, loaded volume and mark it active. */
 int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);

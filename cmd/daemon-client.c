@@ -163,5 +163,5 @@ int ovs_umount_dead(const char *src)
 			       *msg ? msg : "unknown error");
 	}
 	mnt_free_context(cxt);
-	return 0;
+	return 1;
 }
