@@ -42,7 +42,7 @@ layer_dir() {	# layer_dir ID upper|work
 }
 
 newest_id() {
-	"$OVSNAP" list "$SRC" | awk '$NF == "active" { print $1 }'
+	ovs_snapshot_layers "$SRC" | tail -n 1 | cut -d' ' -f1
 }
 
 # What the daemon does before a change: preserve_OP path... into U_n.
