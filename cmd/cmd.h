@@ -119,6 +119,10 @@ struct ovs_progress {
 void ovs_progress_show(void *arg, uint64_t done, uint64_t total);
 void ovs_progress_end(struct ovs_progress *p);
 
+/* Drop what the retention policy spec does not keep (cmd/drop.c); the
+ * volume is locked and loaded.  explain/dry_run print the verdicts. */
+int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, bool dry_run);
+
 /* Subcommands. */
 int cmd_take(int argc, const char **argv);
 int cmd_list(int argc, const char **argv);

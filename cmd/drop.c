@@ -59,7 +59,7 @@ static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *
 	}
 }
 
-static int drop_by_policy(struct ovs_volume *v)
+int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, bool dry_run)
 {
 	struct ovs_progress prog = { .what = "drop" };
 	struct ovs_keep_verdict *plan = NULL;
@@ -67,7 +67,7 @@ static int drop_by_policy(struct ovs_volume *v)
 	size_t n, dropped = 0;
 	int rc;
 
-	rc = ovs_keep_parse(opt_keep, &policy);
+	rc = ovs_keep_parse(spec, &policy);
 	if (rc < 0) {
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
 		return EXIT_USAGE;
@@ -77,9 +77,9 @@ static int drop_by_policy(struct ovs_volume *v)
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
 		return EXIT_FAIL;
 	}
-	if (opt_explain)
+	if (explain)
 		print_verdicts(v, plan, n, true);
-	else if (opt_dry_run)
+	else if (dry_run)
 		print_verdicts(v, plan, n, false);
 	for (size_t i = 0; i < n && !ovs_opt_quiet; i++)
 		if (plan[i].keep && (plan[i].reasons & OVS_KEEP_BY_VIEW) &&
@@ -87,7 +87,7 @@ static int drop_by_policy(struct ovs_volume *v)
 			fprintf(stderr, "%s: drop %s: keeping snapshot %" PRIu64
 				" the policy would drop: a mounted view uses it\n",
 				ovs_progname, ovs_volume_source(v), plan[i].id);
-	if (opt_dry_run) {
+	if (dry_run) {
 		free(plan);
 		return EXIT_OK;
 	}
@@ -224,7 +224,7 @@ int cmd_drop(int argc, const char **argv)
 	if (status != EXIT_OK)
 		goto out;
 	if (opt_keep)
-		status = drop_by_policy(v);
+		status = ovs_drop_by_policy(v, opt_keep, opt_explain, opt_dry_run);
 	else
 		status = drop_listed(v, args + 1, nargs - 1);
 out:

@@ -214,6 +214,7 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 		ovs_json_string(upper);
 		fputs(", \"state\": ", stdout);
 		ovs_json_string(ovs_snap_state_name(s->state));
+		printf(", \"hold\": %s", s->hold ? "true" : "false");
 		print_mounts_json(s->id, views, nviews);
 		putchar('}');
 	}
@@ -238,7 +239,7 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 		struct libscols_line *ln = scols_table_new_line(tb, NULL);
-		char id[32], created[64];
+		char id[32], created[64], state[32];
 
 		if (!ln) {
 			rc = -ENOMEM;
@@ -251,8 +252,10 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 			rc = set_cell(ln, 1, s->name);
 		if (!rc)
 			rc = set_cell(ln, 2, created);
+		snprintf(state, sizeof(state), "%s%s", ovs_snap_state_name(s->state),
+			 s->hold ? ",held" : "");
 		if (!rc)
-			rc = set_cell(ln, 3, ovs_snap_state_name(s->state));
+			rc = set_cell(ln, 3, state);
 		if (!rc)
 			rc = set_mounts_cell(ln, 4, s->id, views, nviews);
 	}

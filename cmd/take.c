@@ -9,13 +9,19 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "retention.h"
 
-static char *opt_name, *opt_store;
-static int opt_json, opt_force, opt_wait;
+static char *opt_name, *opt_store, *opt_keep;
+static int opt_json, opt_force, opt_wait, opt_hold;
 
 static struct poptOption take_options[] = {
 	{ "name", 'n', POPT_ARG_STRING, &opt_name, 0,
 	  "name the snapshot (letters, digits, '.', '_', '-')", "NAME" },
+	{ "hold", 'H', POPT_ARG_NONE, &opt_hold, 0,
+	  "protect the snapshot from retention (drop --keep never drops it)", NULL },
+	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
+	  "after the take, drop what the retention policy SPEC does not keep "
+	  "(as ovsnap drop --keep)", "SPEC" },
 	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
 	  "print the new snapshot as a JSON object", NULL },
 	{ "store", 's', POPT_ARG_STRING, &opt_store, 0,
@@ -39,9 +45,7 @@ static int print_snapshot(struct ovs_volume *v, uint64_t id)
 		return 0;
 	}
 	snprintf(ref, sizeof(ref), "%" PRIu64, id);
-	rc = ovs_registry_load(v);
-	if (rc == 0)
-		rc = ovs_snapshot_resolve(v, ref, &s);
+	rc = ovs_snapshot_resolve(v, ref, &s);
 	if (rc == 0)
 		rc = ovs_snapshot_upper(v, id, upper, sizeof(upper));
 	if (rc < 0)
@@ -115,6 +119,15 @@ static int take_locked(struct ovs_volume *v, const char *src)
 	status = check_name(v, src);
 	if (status != EXIT_OK)
 		return status;
+	if (opt_keep) {
+		struct ovs_keep_policy policy;
+
+		rc = ovs_keep_parse(opt_keep, &policy);
+		if (rc < 0) {
+			ovs_error_lib(rc, "take %s", src);
+			return EXIT_USAGE;
+		}
+	}
 	if (!ovs_volume_active(v)) {
 		/* A volume without snapshots is still being set up: protection
 		 * starts here.  One that has snapshots was switched off on
@@ -137,11 +150,18 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		ovs_error_lib(rc, "take %s", src);
 		return EXIT_FAIL;
 	}
-	rc = print_snapshot(v, id);
+	/* The daemon wrote the registry: read it again before changing it. */
+	rc = ovs_registry_load(v);
+	if (rc == 0 && opt_hold)
+		rc = ovs_registry_set_hold(v, id, true);
+	if (rc == 0)
+		rc = print_snapshot(v, id);
 	if (rc < 0) {
 		ovs_error_lib(rc, "take %s: snapshot %" PRIu64 " was taken, but", src, id);
 		return EXIT_FAIL;
 	}
+	if (opt_keep)
+		return ovs_drop_by_policy(v, opt_keep, false, false);
 	return EXIT_OK;
 }
 
