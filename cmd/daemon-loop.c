@@ -383,6 +383,10 @@ static int stop_daemon(bool lazy)
 	return 0;
 }
 
+/* take, stop and the test hook one at a time; status answers meanwhile. */
+static pthread_mutex_t command_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool stop_answered;
+
 static void handle_request(int conn)
 {
 	char req[OVS_CTL_MSG_MAX];
@@ -399,13 +403,16 @@ static void handle_request(int conn)
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
-			      " open=%lu deferred=%u", (int)getpid(), D.layer_id,
-			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred);
+			      " open=%lu deferred=%u barrier=%d", (int)getpid(), D.layer_id,
+			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
+			      (int)D.barrier);
 	} else if (strcmp(req, "take") == 0 || strncmp(req, "take ", 5) == 0) {
 		const char *name = req[4] ? req + 5 : "-";
 		uint64_t id = 0;
 
+		pthread_mutex_lock(&command_lock);
 		rc = take_snapshot(strcmp(name, "-") ? name : NULL, passed, &id);
+		pthread_mutex_unlock(&command_lock);
 		if (rc < 0) {
 			dlog(LOG_ERR, "take failed: %s", ovs_last_error());
 			ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
@@ -413,8 +420,10 @@ static void handle_request(int conn)
 			ovs_ctl_reply(conn, "ok %" PRIu64, id);
 		}
 	} else if (strcmp(req, "stop") == 0 || strcmp(req, "stop lazy") == 0) {
+		pthread_mutex_lock(&command_lock);
 		rc = stop_daemon(strcmp(req, "stop lazy") == 0);
 		if (rc < 0) {
+			pthread_mutex_unlock(&command_lock);
 			ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
 		} else {
 			dlog(LOG_INFO, "stopped by request (%s)", req);
@@ -422,9 +431,17 @@ static void handle_request(int conn)
 			 * no longer ours. */
 			unlink(ovs_volume_socket(D.vol));
 			ovs_ctl_reply(conn, "ok");
+			/* The main thread exits once this is out; keep
+			 * command_lock so nothing else starts. */
+			pthread_mutex_lock(&D.loop_lock);
+			stop_answered = true;
+			pthread_cond_broadcast(&D.loop_cond);
+			pthread_mutex_unlock(&D.loop_lock);
 		}
 	} else if (strncmp(req, "barrier-hold ", 13) == 0 && test_hooks()) {
+		pthread_mutex_lock(&command_lock);
 		barrier_hold(strtol(req + 13, NULL, 10));
+		pthread_mutex_unlock(&command_lock);
 		ovs_ctl_reply(conn, "ok");
 	} else {
 		ovs_ctl_reply(conn, "err %d unknown request: %.64s", EINVAL, req);
@@ -434,11 +451,22 @@ static void handle_request(int conn)
 		close(passed);
 }
 
+static void *connection_main(void *arg)
+{
+	int conn = (int)(intptr_t)arg;
+
+	handle_request(conn);
+	close(conn);
+	return NULL;
+}
+
+/* One thread per connection: a status must answer while a take runs. */
 static void *control_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
 		int conn = accept4(D.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+		pthread_t t;
 
 		if (conn < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -449,14 +477,12 @@ static void *control_main(void *arg)
 			sleep(1);
 			continue;
 		}
-		handle_request(conn);
-		close(conn);
-		pthread_mutex_lock(&D.loop_lock);
-		if (D.stopping) {
-			pthread_mutex_unlock(&D.loop_lock);
-			break;
+		if (pthread_create(&t, NULL, connection_main, (void *)(intptr_t)conn) != 0) {
+			ovs_ctl_reply(conn, "err %d cannot start a thread", EAGAIN);
+			close(conn);
+			continue;
 		}
-		pthread_mutex_unlock(&D.loop_lock);
+		pthread_detach(t);
 	}
 	return NULL;
 }
@@ -475,15 +501,17 @@ int daemon_loop(void)
 		return 1;
 	}
 
+	pthread_detach(ctl);
+
 	pthread_mutex_lock(&D.loop_lock);
 	while (D.nworkers > 0 || D.nreplayers > 0)
 		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+	/* A stop unmounts before it answers: let the answer out first. */
+	while (D.stopping && !stop_answered)
+		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
 	stopped = D.stopping;
 	pthread_mutex_unlock(&D.loop_lock);
-	/* A stop unmounts before it answers: let the answer out first. */
-	if (stopped) {
-		pthread_join(ctl, NULL);
-	} else {
+	if (!stopped) {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */
 		dlog(LOG_WARNING, "%s was unmounted; exiting", D.src);
