@@ -85,6 +85,9 @@ int ovs_not_built(const char *cmd);
  * once ready or "err MESSAGE".  Returns its pid, or -errno with a message.
  */
 pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms);
+/* The program name: $envvar if set, else the one next to this binary (a
+ * build tree), else the installed one in SBINDIR. */
+const char *ovs_helper_path(const char *name, const char *envvar);
 /* Create ovs_run_dir() (0700) and its parents. */
 int ovs_mkdir_run_dir(void);
 

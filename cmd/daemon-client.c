@@ -18,8 +18,7 @@
 
 #include "cmd.h"
 #include "control.h"
-
-#include <libmount.h>
+#include "ovsnap-private.h"
 
 /* How long a starting daemon may take to mount (it scans SRC once for
  * hard links, which on a large tree takes a while). */
@@ -35,29 +34,6 @@ bool ovs_daemon_running(struct ovs_volume *v)
 	char reply[OVS_CTL_MSG_MAX];
 
 	return ovs_daemon_status(v, reply, sizeof(reply)) == 0;
-}
-
-/* The daemon next to this binary (a build tree), else the installed one. */
-static const char *daemon_path(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("OVSNAPD");
-	ssize_t n;
-	char *slash;
-
-	if (env && *env)
-		return env;
-	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
-	if (n > 0) {
-		path[n] = 0;
-		slash = strrchr(path, '/');
-		if (slash) {
-			strcpy(slash + 1, "ovsnapd");
-			if (access(path, X_OK) == 0)
-				return path;
-		}
-	}
-	return SBINDIR "/ovsnapd";
 }
 
 /* The daemon's log: next to its socket, NAME.sock -> NAME.log. */
@@ -82,7 +58,8 @@ int ovs_daemon_start(struct ovs_volume *v)
 	if (rc < 0)
 		return rc;
 	daemon_log_path(v, log, sizeof(log));
-	pid = ovs_spawn_ready(daemon_path(), argv, log, DAEMON_START_TIMEOUT_MS);
+	pid = ovs_spawn_ready(ovs_helper_path("ovsnapd", "OVSNAPD"), argv, log,
+			      DAEMON_START_TIMEOUT_MS);
 	return pid < 0 ? (int)pid : 0;
 }
 
@@ -142,26 +119,11 @@ int ovs_check_no_users(const char *cmd, const char *src)
 
 int ovs_umount_dead(const char *src)
 {
-	struct libmnt_context *cxt;
 	struct stat st;
 	int rc;
 
 	if (stat(src, &st) == 0 || errno != ENOTCONN)
 		return 0;
-	cxt = mnt_new_context();
-	if (!cxt)
-		return ovs_err(ENOMEM, "out of memory");
-	mnt_context_set_target(cxt, src);
-	mnt_context_enable_lazy(cxt, 1);
-	rc = mnt_context_umount(cxt);
-	if (rc != 0) {
-		char msg[256] = "";
-
-		mnt_context_get_excode(cxt, rc, msg, sizeof(msg));
-		mnt_free_context(cxt);
-		return ovs_err(EIO, "cannot unmount the dead snapshot mount: %s",
-			       *msg ? msg : "unknown error");
-	}
-	mnt_free_context(cxt);
-	return 1;
+	rc = ovs_umount_lazy(src);
+	return rc < 0 ? rc : 1;
 }

@@ -154,30 +154,6 @@ fail:
 
 /* ---- a daemon-served view ------------------------------------------------ */
 
-/* ovsnap-viewd next to this binary (a build tree), else the installed one. */
-static const char *viewd_path(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("OVSNAP_VIEWD");
-	ssize_t n;
-	char *slash;
-
-	if (env && *env)
-		return env;
-	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
-	if (n > 0) {
-		path[n] = 0;
-		slash = strrchr(path, '/');
-		if (slash) {
-			strcpy(slash + 1, "ovsnap-viewd");
-			if (access(path, X_OK) == 0)
-				return path;
-		}
-	}
-	return SBINDIR "/ovsnap-viewd";
-}
-
-
 static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *target,
 			     const struct view_mount_opts *o)
 {
@@ -194,7 +170,8 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 	    ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0)
 		return ovs_err(ENAMETOOLONG, "%s: path too long", target);
 	snprintf(idstr, sizeof(idstr), "%" PRIu64, id);
-	pid = ovs_spawn_ready(viewd_path(), argv, log, VIEWD_START_TIMEOUT_MS);
+	pid = ovs_spawn_ready(ovs_helper_path("ovsnap-viewd", "OVSNAP_VIEWD"), argv, log,
+			      VIEWD_START_TIMEOUT_MS);
 	if (pid < 0)
 		return pid;
 	/* umount waits for the process to be gone, so the filesystem under

@@ -114,3 +114,26 @@ int ovs_mkdir_run_dir(void)
 		return ovs_err(errno, "cannot create %s: %s", tmp, strerror(errno));
 	return 0;
 }
+
+const char *ovs_helper_path(const char *name, const char *envvar)
+{
+	static char path[PATH_MAX];
+	const char *env = getenv(envvar);
+	ssize_t n;
+	char *slash;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	if (n > 0) {
+		path[n] = 0;
+		slash = strrchr(path, '/');
+		if (slash && (size_t)(slash + 1 - path) + strlen(name) < sizeof(path)) {
+			strcpy(slash + 1, name);
+			if (access(path, X_OK) == 0)
+				return path;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/%s", SBINDIR, name);
+	return path;
+}

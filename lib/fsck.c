@@ -203,32 +203,20 @@ static ssize_t list_xattrs(int dirfd, const char *name, char *buf, size_t len)
  * 1 an entry at path, 2 covered wholesale (an ancestor that is a whiteout,
  * a non-directory or opaque, or path itself an opaque directory).
  *
- * A read-only twin of ovs_covered(): that one needs an open ovs_layer,
- * which prepares the layer for writing, and fsck -n writes nothing.
+ * (ovs_covered() needs an open ovs_layer, which prepares the layer for
+ * writing, and fsck -n writes nothing.)
  */
 static int layer_covers(int upperfd, const char *path)
 {
-	char prefix[PATH_MAX];
-	struct stat st;
-	const char *p = path;
-
-	if (!*path)
-		return ovl_is_opaque_at(upperfd, "") == 1 ? 2 : 1;
-	for (;;) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - path) : strlen(path);
-
-		if (n >= sizeof(prefix))
-			return 0;
-		memcpy(prefix, path, n);
-		prefix[n] = '\0';
-		if (fstatat(upperfd, prefix, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return 0;
-		if (!slash)
-			return S_ISDIR(st.st_mode) && ovl_is_opaque_at(upperfd, prefix) == 1 ? 2 : 1;
-		if (!S_ISDIR(st.st_mode) || ovl_is_opaque_at(upperfd, prefix) == 1)
-			return 2;
-		p = slash + 1;
+	switch (ovs_coverage_at(upperfd, path)) {
+	case OVS_ENTRY_NONDIR:
+	case OVS_ENTRY_DIR:
+		return 1;
+	case OVS_COVERED_BY_ANCESTOR:
+	case OVS_ENTRY_OPAQUE_DIR:
+		return 2;
+	default:
+		return 0;	/* not covered, or unreadable: report it */
 	}
 }
 
@@ -322,27 +310,6 @@ static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
 	}
 }
 
-static int umount_lazy(const char *target)
-{
-	struct libmnt_context *cxt = mnt_new_context();
-	int rc;
-
-	if (!cxt)
-		return ovs_err(ENOMEM, "out of memory");
-	mnt_context_set_target(cxt, target);
-	mnt_context_enable_lazy(cxt, 1);
-	rc = mnt_context_umount(cxt);
-	if (rc != 0) {
-		char msg[256] = "";
-
-		mnt_context_get_excode(cxt, rc, msg, sizeof(msg));
-		mnt_free_context(cxt);
-		return ovs_err(EIO, "cannot unmount %s: %s", target, *msg ? msg : "unknown error");
-	}
-	mnt_free_context(cxt);
-	return 0;
-}
-
 static bool registered(struct fsck *ck, uint64_t id)
 {
 	for (size_t i = 0; i < ovs_snapshot_count(ck->v); i++)
@@ -371,7 +338,7 @@ static void check_views(struct fsck *ck, struct libmnt_table *tb)
 		    ovs_parse_u64(source + plen, &id) < 0 || registered(ck, id))
 			continue;
 		if (fix_go(ck, &fx))
-			fx.rc = umount_lazy(target);
+			fx.rc = ovs_umount_lazy(target);
 		finding(ck, OVS_FSCK_ERROR, &id, target, "view", &fx,
 			"view of snapshot %" PRIu64 ", which no longer exists", id);
 	}

@@ -18,7 +18,7 @@
 
 #include "ovsnap-private.h"
 
-static int load_mounts(struct libmnt_table **out)
+int ovs_mount_table_load(struct libmnt_table **out)
 {
 	struct libmnt_table *tb = mnt_new_table();
 	int rc;
@@ -113,7 +113,7 @@ int ovs_mount_find(const char *path, struct ovs_mountinfo *mi)
 
 	if (path[0] != '/')
 		return ovs_err(EINVAL, "%s: not an absolute path", path);
-	rc = load_mounts(&tb);
+	rc = ovs_mount_table_load(&tb);
 	if (rc < 0)
 		return rc;
 	walk = strdup(path);
@@ -165,7 +165,7 @@ int ovs_mounts_below(const char *path, char ***targets, size_t *n)
 	size_t cnt = 0;
 	int rc;
 
-	rc = load_mounts(&tb);
+	rc = ovs_mount_table_load(&tb);
 	if (rc < 0)
 		return rc;
 	itr = mnt_new_iter(MNT_ITER_FORWARD);
@@ -203,7 +203,7 @@ int ovs_is_mountpoint(const char *path, char *fstype, size_t len)
 	struct libmnt_fs *fs;
 	int rc;
 
-	rc = load_mounts(&tb);
+	rc = ovs_mount_table_load(&tb);
 	if (rc < 0)
 		return rc;
 	fs = top_mount_at(tb, path, false);
@@ -274,4 +274,25 @@ bool ovs_fstype_supported(const char *fstype)
 		if (strcmp(fstype, ok[i]) == 0)
 			return true;
 	return false;
+}
+
+int ovs_umount_lazy(const char *target)
+{
+	struct libmnt_context *cxt = mnt_new_context();
+	int rc;
+
+	if (!cxt)
+		return ovs_err(ENOMEM, "out of memory");
+	mnt_context_set_target(cxt, target);
+	mnt_context_enable_lazy(cxt, 1);
+	rc = mnt_context_umount(cxt);
+	if (rc != 0) {
+		char msg[256] = "";
+
+		mnt_context_get_excode(cxt, rc, msg, sizeof(msg));
+		mnt_free_context(cxt);
+		return ovs_err(EIO, "cannot unmount %s: %s", target, *msg ? msg : "unknown error");
+	}
+	mnt_free_context(cxt);
+	return 0;
 }

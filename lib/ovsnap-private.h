@@ -114,6 +114,12 @@ struct ovs_mountinfo {
 
 #define OVS_FUSE_FSTYPE "fuse.ovsnap"
 
+struct libmnt_table;
+/* The current mount table (libmount); mnt_unref_table() it. */
+int ovs_mount_table_load(struct libmnt_table **out);
+/* Detach the top mount at target (umount -l), through libmount. */
+int ovs_umount_lazy(const char *target);
+
 /*
  * The mount holding path.  When path itself is covered by ovsnap's own
  * FUSE mount, the filesystem underneath it is returned: that is where SRC

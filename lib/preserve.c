@@ -86,21 +86,13 @@ bool ovs_layer_cloned(const struct ovs_layer *l)
 
 /* ---- coverage ------------------------------------------------------------- */
 
-enum cover {
-	NOT_COVERED,
-	COVERED_BY_ANCESTOR,	/* whiteout, non-dir or opaque dir above */
-	ENTRY_NONDIR,		/* the upper has a non-directory at path */
-	ENTRY_DIR,		/* ... a plain (merging) directory */
-	ENTRY_OPAQUE_DIR,	/* ... an opaque directory */
-};
-
-static int coverage_at(int upperfd, const char *path)
+int ovs_coverage_at(int upperfd, const char *path)
 {
 	char buf[PATH_MAX], *comp;
 	int cur, rc;
 
 	if (!*path)
-		return ovl_is_opaque_at(upperfd, "") > 0 ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
+		return ovl_is_opaque_at(upperfd, "") > 0 ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
 	if (strlen(path) >= sizeof(buf))
 		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
 	strcpy(buf, path);
@@ -115,23 +107,23 @@ static int coverage_at(int upperfd, const char *path)
 		if (next)
 			*next = '\0';
 		if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = errno == ENOENT ? NOT_COVERED
+			rc = errno == ENOENT ? OVS_NOT_COVERED
 					     : ovs_err(errno, "stat %s in the upper: %m", path);
 			break;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			rc = next ? COVERED_BY_ANCESTOR : ENTRY_NONDIR;
+			rc = next ? OVS_COVERED_BY_ANCESTOR : OVS_ENTRY_NONDIR;
 			break;
 		}
 		rc = ovl_is_opaque_at(cur, comp);
 		if (rc < 0)
 			break;
 		if (!next) {
-			rc = rc ? ENTRY_OPAQUE_DIR : ENTRY_DIR;
+			rc = rc ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
 			break;
 		}
 		if (rc) {
-			rc = COVERED_BY_ANCESTOR;
+			rc = OVS_COVERED_BY_ANCESTOR;
 			break;
 		}
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -149,14 +141,14 @@ static int coverage_at(int upperfd, const char *path)
 
 static int coverage(struct ovs_layer *l, const char *path)
 {
-	return coverage_at(l->upperfd, path);
+	return ovs_coverage_at(l->upperfd, path);
 }
 
 int ovs_covered_at(int upperfd, const char *path)
 {
-	int c = coverage_at(upperfd, path);
+	int c = ovs_coverage_at(upperfd, path);
 
-	return c < 0 ? c : c != NOT_COVERED;
+	return c < 0 ? c : c != OVS_NOT_COVERED;
 }
 
 int ovs_covered(struct ovs_layer *l, const char *path)
@@ -259,7 +251,7 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 	/* A name already preserved as this inode (before a crash) is the
 	 * copy to link to. */
 	for (i = 0; i < n; i++) {
-		if (strcmp(names[i], path) != 0 && coverage(l, names[i]) == ENTRY_NONDIR &&
+		if (strcmp(names[i], path) != 0 && coverage(l, names[i]) == OVS_ENTRY_NONDIR &&
 		    upper_copy_of(l, names[i], st->st_ino)) {
 			existing = names[i];
 			break;
@@ -327,7 +319,7 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *pa
 	struct stat st;
 	int rc = coverage(l, path);
 
-	if (rc != NOT_COVERED)
+	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
 	rc = src_stat(l, path, &st);
 	if (rc < 0)
@@ -361,11 +353,11 @@ int ovs_preserve_rmdir(struct ovs_layer *l, const char *path)
 		return ovs_err(EBUSY, "the source root cannot be removed");
 	c = coverage(l, path);
 	switch (c) {
-	case NOT_COVERED:
+	case OVS_NOT_COVERED:
 		/* SRC's directory is empty now, so the copy must hide it:
 		 * opaque from birth, visible only when complete. */
 		return copy_up_one(l, path, true);
-	case ENTRY_DIR:
+	case OVS_ENTRY_DIR:
 		/* Every snapshot-time entry gone from SRC was preserved in it
 		 * before it went, so the upper's contents are the whole dir. */
 		return make_opaque(l, path);
@@ -386,7 +378,7 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 	if (!*path)
 		return 0;
 	rc = coverage(l, path);
-	if (rc != NOT_COVERED)
+	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
 	rc = src_stat(l, path, &st);
 	if (rc == 0) {
@@ -544,14 +536,14 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *p
 	c = coverage(l, path);
 	if (c < 0)
 		return c;
-	if (c == COVERED_BY_ANCESTOR || c == ENTRY_NONDIR || c == ENTRY_OPAQUE_DIR)
+	if (c == OVS_COVERED_BY_ANCESTOR || c == OVS_ENTRY_NONDIR || c == OVS_ENTRY_OPAQUE_DIR)
 		return 0;
 	rc = src_stat(l, path, &st);
 	if (rc < 0)
 		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
 	if (!S_ISDIR(st.st_mode))
-		return c == NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
-	if (c == NOT_COVERED) {
+		return c == OVS_NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
+	if (c == OVS_NOT_COVERED) {
 		rc = copy_up_one(l, path, false);
 		if (rc < 0)
 			return rc;

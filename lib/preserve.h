@@ -107,6 +107,16 @@ int ovs_covered(struct ovs_layer *l, const char *path);
 /* The same for any layer's upper directory, no ovs_layer needed (views). */
 int ovs_covered_at(int upperfd, const char *path);
 
+/* How path is covered in the upper directory upperfd (read-only). */
+enum ovs_coverage {
+	OVS_NOT_COVERED,
+	OVS_COVERED_BY_ANCESTOR,	/* whiteout, non-dir or opaque dir above */
+	OVS_ENTRY_NONDIR,		/* the upper has a non-directory at path */
+	OVS_ENTRY_DIR,			/* ... a plain (merging) directory */
+	OVS_ENTRY_OPAQUE_DIR,		/* ... an opaque directory */
+};
+int ovs_coverage_at(int upperfd, const char *path);
+
 /* Rule 1: before data or metadata of the existing object at path changes
  * (also before it is unlinked, renamed, or linked from).  Copies it up with
  * all its metadata (directories as metadata only), every hard-linked name

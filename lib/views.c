@@ -56,22 +56,6 @@ static int parse_view(struct libmnt_fs *fs, struct ovs_view_mount *out)
 	return 1;
 }
 
-static int load_table(struct libmnt_table **out)
-{
-	struct libmnt_table *tb = mnt_new_table();
-	int rc;
-
-	if (!tb)
-		return ovs_err(ENOMEM, "out of memory");
-	rc = mnt_table_parse_mtab(tb, NULL);
-	if (rc < 0) {
-		mnt_unref_table(tb);
-		return ovs_err(-rc, "cannot read the mount table: %s", strerror(-rc));
-	}
-	*out = tb;
-	return 0;
-}
-
 static int collect(const char *only_src, struct ovs_view_mount **views, size_t *n)
 {
 	struct ovs_view_mount *v = NULL, one;
@@ -81,7 +65,7 @@ static int collect(const char *only_src, struct ovs_view_mount **views, size_t *
 	size_t cnt = 0;
 	int rc;
 
-	rc = load_table(&tb);
+	rc = ovs_mount_table_load(&tb);
 	if (rc < 0)
 		return rc;
 	itr = mnt_new_iter(MNT_ITER_FORWARD);
@@ -150,7 +134,7 @@ int ovs_view_at(const char *target, struct ovs_view_mount *out)
 	struct libmnt_fs *fs, *top = NULL;
 	int rc;
 
-	rc = load_table(&tb);
+	rc = ovs_mount_table_load(&tb);
 	if (rc < 0)
 		return rc;
 	/* mountinfo lists mounts in mount order: the last one at target is
