@@ -20,12 +20,27 @@ work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-bench.XXXXXX")
 export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
 loops=()
 
+# ovsnapd holds an O_PATH fd for every inode the kernel remembers and does
+# not raise its own limit: it inherits ours.  Raise it as far as we may, and
+# keep the small-file count within it (else creates fail with EMFILE).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" != unlimited ] && [ "$SMALL_FILES" -gt $(( $(ulimit -n) / 2 )) ]; then
+	echo "note: open file limit $(ulimit -n) (hard): ${SMALL_FILES} small files capped at $(( $(ulimit -n) / 2 ))"
+	SMALL_FILES=$(( $(ulimit -n) / 2 ))
+fi
+
 cleanup() {
 	set +e
 	for m in $(findmnt -rn -o TARGET | grep "^$work" | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
 		umount "$m" 2>/dev/null || umount -l "$m"
 	done
-	pkill -f "ovsnapd.*$work" 2>/dev/null
+	# Stop our daemons by PID (their command line names $work), never by
+	# a name pattern that could match another run's.
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = ovsnapd ] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$work/" && kill "${p#/proc/}"
+	done
+	sleep 0.5
 	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
 	rm -rf "$work"
 }
@@ -48,7 +63,7 @@ mkimg() { # TYPE SIZE -> mounted at $work/TYPE
 now() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "-"; else printf "%.2f", a / b }'; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 row() { printf '%-46s %12s %12s %12s   %s\n' "$@"; }
 
@@ -87,10 +102,13 @@ seq_read_ms() { # FILE
 	ms "$t0" "$t1"
 }
 
-small_ms() { # DIR create|delete
+small_ms() { # DIR create|delete -> ms, or FAIL (a failure must not read as 0 ms)
 	local ns
 	sync
-	ns=$("$FILEOPS" "$2" "$1" "$SMALL_FILES" 4096)
+	if ! ns=$("$FILEOPS" "$2" "$1" "$SMALL_FILES" 4096); then
+		echo FAIL
+		return
+	fi
 	sync
 	awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
 }

@@ -1,0 +1,156 @@
+# Shared helpers of bench/view-bench.sh and bench/merge-bench.sh (sourced,
+# not run: the runner only runs *-bench.sh).
+#
+# bench_setup NAME     make the private work dir and arm the cleanup trap
+# mkimg TYPE SIZE      loop image of TYPE (xfs with reflink, ext4, btrfs)
+#                      mounted at $work/TYPE
+# now/ms/ratio/median/row, drop_caches, fileops_ms OP DIR [N [SIZE]]
+#
+# Every figure is quoted against a baseline of the same run: these machines
+# are shared and noisy, absolute times mean little.
+set -euo pipefail
+
+OVSNAP=${OVSNAP:-$PWD/ovsnap}
+FILEOPS=${FILEOPS:-$PWD/bench/ovs-fileops}
+export OVSNAP_VIEWD=${OVSNAP_VIEWD:-$(dirname "$OVSNAP")/ovsnap-viewd}
+
+work=
+bench_images=()
+
+# Daemons (ovsnapd, ovsnap-viewd) started for this run: their command line
+# names a path under $work.  Found by PID, never killed by name pattern.
+bench_our_daemons() {
+	local p comm
+
+	for p in /proc/[0-9]*; do
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		case $comm in ovsnapd | ovsnap-viewd) ;; *) continue ;; esac
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$work/" && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+bench_unmount_all() {
+	local m
+
+	# Deepest first: views and snapshot mounts sit on the images.
+	for m in $(findmnt -rn -o TARGET | grep -F "$work/" | awk '{ print length, $0 }' |
+		   sort -rn | cut -d' ' -f2-); do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
+			echo "bench: cannot unmount $m" >&2
+	done
+}
+
+bench_cleanup() {
+	local p i img d
+
+	set +e
+	trap - EXIT INT TERM
+	[ -n "$work" ] && [ -d "$work" ] || return 0
+	bench_unmount_all
+	for p in $(bench_our_daemons); do kill -TERM "$p" 2>/dev/null; done
+	for i in $(seq 30); do
+		[ -z "$(bench_our_daemons)" ] && break
+		sleep 0.1
+	done
+	for p in $(bench_our_daemons); do kill -KILL "$p" 2>/dev/null; done
+	sleep 0.2
+	bench_unmount_all
+	# Detach exactly the loop devices that back our images.
+	for img in "${bench_images[@]}"; do
+		for d in $(losetup -n -O NAME -j "$img" 2>/dev/null); do
+			losetup -d "$d" 2>/dev/null || echo "bench: cannot detach $d" >&2
+		done
+	done
+	rm -rf "$work"
+}
+
+bench_setup() { # NAME
+	work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-$1.XXXXXX")
+	export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
+	trap bench_cleanup EXIT
+	trap 'exit 130' INT TERM
+	# The daemons keep an O_PATH fd per inode the kernel remembers, and
+	# inherit this limit from ovsnap (they do not raise it themselves):
+	# with a low limit a 100,000-file tree fails with EMFILE, not slowly.
+	ulimit -n "${BENCH_NOFILE:-1048576}" 2>/dev/null ||
+		echo "bench: cannot raise the open file limit above $(ulimit -n)" >&2
+	[ -x "$OVSNAP" ] || { echo "bench: no ovsnap at $OVSNAP (set OVSNAP)" >&2; exit 1; }
+	[ -x "$FILEOPS" ] || { echo "bench: no ovs-fileops at $FILEOPS (set FILEOPS)" >&2; exit 1; }
+}
+
+mkimg() { # TYPE SIZE -> mounted at $work/TYPE
+	local type=$1 size=$2 img=$work/$1.img dev
+
+	truncate -s "$size" "$img"
+	bench_images+=("$img")
+	dev=$(losetup -f --show "$img")
+	case $type in
+	xfs) mkfs.xfs -q -m reflink=1 "$dev" ;;
+	ext4) mkfs.ext4 -q -F "$dev" ;;
+	btrfs) mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 ;;	# its notice of new defaults
+	esac
+	mkdir -p "$work/$type"
+	mount "$dev" "$work/$type"
+}
+
+now() { date +%s%N; }
+ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# ratio A B: A/B, or "-" when either is not a number (a failed measurement)
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "-"
+		else printf "%.2f", a / b }'
+}
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+row() { printf '%-44s %12s %12s %10s   %s\n' "$@"; }
+
+# time_ms CMD...: milliseconds CMD took, or FAIL (its error on stderr)
+time_ms() {
+	local t0 t1
+
+	t0=$(now)
+	if "$@" >/dev/null; then
+		t1=$(now)
+		ms "$t0" "$t1"
+	else
+		echo FAIL
+	fi
+}
+
+# fileops_ms OP DIR [N [SIZE]]: ms of ovs-fileops, or FAIL
+fileops_ms() {
+	local ns
+
+	if ns=$("$FILEOPS" "$@" 2>"$work/.fileops.err"); then
+		awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
+	else
+		cat "$work/.fileops.err" >&2
+		echo FAIL
+	fi
+}
+
+read_ms() { # FILE: cold sequential read
+	drop_caches
+	time_ms dd if="$1" of=/dev/null bs=1M status=none
+}
+
+walk_ms() { # DIR: cold walk, stat of every entry
+	drop_caches
+	fileops_ms stat "$1"
+}
+
+mktree() { # DIR N: N empty files in folders of 1000
+	local dir=$1 n=$2 d
+
+	mkdir -p "$dir"
+	for ((d = 0; d * 1000 < n; d++)); do
+		mkdir "$dir/d$d"
+		(cd "$dir/d$d" && touch $(seq -f 'f%g' 1 $((n - d * 1000 < 1000 ? n - d * 1000 : 1000))))
+	done
+}
+
+bench_header() { # TITLE
+	echo "$1, $(date -u +%FT%TZ), $(uname -r), $(nproc) cores"
+}
