@@ -99,6 +99,13 @@ int ovs_daemon_start(struct ovs_volume *v);
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
 /* Ask the daemon for a snapshot; the held volume lock goes along. */
 int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
+/* Fold the active (newest) snapshot while the volume stays online: merge
+ * snapshots (older, newer] into older, or drop the newest (into the one
+ * before it; the only one: the daemon then preserves nothing until the
+ * next take).  The daemon does it under its barrier; the held volume lock
+ * goes along.  Reload the registry afterwards. */
+int ovs_daemon_merge_active(struct ovs_volume *v, uint64_t older, uint64_t newer);
+int ovs_daemon_drop_active(struct ovs_volume *v, uint64_t id);
 /* Lazily unmount the mount of a dead daemon at src: 1 if there was one,
  * 0 if not. */
 int ovs_umount_dead(const char *src);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -90,6 +91,44 @@ int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id)
 	if (errno || end == reply + 3)
 		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
 	return 0;
+}
+
+/* Fold the active layer (the newest snapshot) while the volume stays
+ * online: the daemon does it under its barrier, with the held lock. */
+static int daemon_fold(struct ovs_volume *v, const char *req, uint64_t *now_active)
+{
+	char reply[OVS_CTL_MSG_MAX], *end;
+	int rc;
+
+	/* No timeout: a merge takes as long as its entries take to move. */
+	rc = ovs_ctl_call(ovs_volume_socket(v), req, ovs_volume_lock_fd(v),
+			  reply, sizeof(reply), -1);
+	if (rc < 0)
+		return rc;
+	errno = 0;
+	if (strncmp(reply, "ok ", 3) == 0)
+		*now_active = strtoull(reply + 3, &end, 10);
+	if (strncmp(reply, "ok ", 3) != 0 || errno || end == reply + 3)
+		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
+	return 0;
+}
+
+int ovs_daemon_merge_active(struct ovs_volume *v, uint64_t older, uint64_t newer)
+{
+	char req[64];
+	uint64_t now_active;
+
+	snprintf(req, sizeof(req), "merge-active %" PRIu64 " %" PRIu64, older, newer);
+	return daemon_fold(v, req, &now_active);
+}
+
+int ovs_daemon_drop_active(struct ovs_volume *v, uint64_t id)
+{
+	char req[64];
+	uint64_t now_active;
+
+	snprintf(req, sizeof(req), "drop-active %" PRIu64, id);
+	return daemon_fold(v, req, &now_active);
 }
 
 /* Refuse while processes hold something under src: it would bypass the

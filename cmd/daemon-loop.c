@@ -28,6 +28,7 @@
 
 #include "daemon.h"
 #include "control.h"
+#include "merge.h"
 #include "ovsnap-private.h"
 
 #define WORKERS_START 4
@@ -338,6 +339,102 @@ out:
 	return rc;
 }
 
+/*
+ * Fold the active layer away while the volume stays online (issue 5):
+ * merge the newest snapshot `newer` into `older` (a drop of the newest, or
+ * `ovsnap merge A newest`), or, with older == 0, drop the only snapshot
+ * and preserve nothing until the next take.  Under the barrier as for a
+ * take, and with preserve_lock held for writing from start to end:
+ * page-cache writeback passes the barrier and preserves, and nothing may
+ * be preserved into a layer that is being merged away.
+ *
+ * Afterwards changes are preserved into older's layer.  That is right:
+ * whatever U_newer covered, U_older covers now, with the same content
+ * (a path that changed between the two takes was covered in U_older
+ * already and keeps that entry); what neither covers is unchanged since
+ * older was taken.
+ *
+ * Once the merge has begun (its intent record written) it must finish
+ * before any further change is preserved: neither layer alone is right to
+ * preserve into halfway.  If it fails there, *fatal is set and the daemon
+ * stops serving, as if it had crashed with its barrier up; the next
+ * ovsnap command finishes the merge, `ovsnap activate` serves again.
+ */
+static int fold_active_layer(uint64_t older, uint64_t newer, int lockfd, bool *fatal)
+{
+	char upper[PATH_MAX], work[PATH_MAX], intent[256];
+	struct ovs_layer *layer = NULL, *old;
+	size_t n;
+	int rc;
+
+	if (lockfd >= 0)
+		ovs_lock_note(lockfd, older ? "merge (ovsnapd)" : "drop (ovsnapd)");
+	flush_dirty_pages();
+	barrier_raise();
+	pthread_rwlock_wrlock(&D.preserve_lock);
+
+	rc = ovs_registry_load(D.vol);
+	if (rc < 0)
+		goto out;
+	n = ovs_snapshot_count(D.vol);
+	if (n == 0 || ovs_snapshot_at(D.vol, n - 1)->id != newer || D.layer_id != newer) {
+		rc = ovs_err(ESTALE, "snapshot %" PRIu64 " is not the layer this daemon "
+			     "preserves into (%" PRIu64 ")", newer, D.layer_id);
+		goto out;
+	}
+	if (older) {
+		/* Open the survivor first: once the merge has begun there is
+		 * no going back to the old layer. */
+		rc = ovs_snapshot_upper(D.vol, older, upper, sizeof(upper));
+		if (rc == 0)
+			rc = ovs_snapshot_work(D.vol, older, work, sizeof(work));
+		if (rc == 0)
+			rc = ovs_layer_open(upper, work, D.srcfd, 0, &layer);
+		if (rc < 0)
+			goto out;
+	}
+	D.vol->lockfd = lockfd;
+	if (older)
+		rc = ovs_merge_snapshots_flags(D.vol, older, newer, OVS_MERGE_UNDER_BARRIER,
+					       NULL, NULL);
+	else
+		rc = ovs_drop_snapshot_flags(D.vol, newer, OVS_MERGE_UNDER_BARRIER, NULL, NULL);
+	D.vol->lockfd = -1;
+	if (rc < 0) {
+		/* A refusal (a view, a redirect) changes nothing; a failure
+		 * halfway leaves the intent record behind. */
+		if (ovs_intent_read(D.vol, intent, sizeof(intent)) != 0 || intent[0]) {
+			char why[1024];
+
+			snprintf(why, sizeof(why), "%s", ovs_last_error());
+			*fatal = true;
+			rc = ovs_err(-rc, "%s; the snapshot mount stops: run 'ovsnap activate %s' "
+				     "to finish the merge and serve again", why, D.src);
+		}
+		ovs_layer_close(layer);
+		goto out;
+	}
+
+	old = D.layer;
+	D.layer = layer;
+	D.layer_id = older;
+	/* The per-node "covered in this epoch" memo names the old layer. */
+	__atomic_add_fetch(&D.epoch, 1, __ATOMIC_ACQ_REL);
+	ovs_layer_close(old);
+	if (older)
+		dlog(LOG_INFO, "snapshot %" PRIu64 " merged into %" PRIu64 "; changes now go "
+		     "to %s", newer, older, upper);
+	else
+		dlog(LOG_INFO, "snapshot %" PRIu64 " dropped; no snapshot left, nothing "
+		     "to preserve until the next take", newer);
+out:
+	if (!*fatal) {
+		pthread_rwlock_unlock(&D.preserve_lock);
+		barrier_drop();
+	}
+	return rc;
+}
+
 static bool test_hooks(void)
 {
 	const char *e = getenv("OVSNAPD_TEST_HOOKS");
@@ -437,6 +534,39 @@ static void handle_request(int conn)
 			stop_answered = true;
 			pthread_cond_broadcast(&D.loop_cond);
 			pthread_mutex_unlock(&D.loop_lock);
+		}
+	} else if (strncmp(req, "merge-active ", 13) == 0 ||
+		   strncmp(req, "drop-active ", 12) == 0) {
+		bool drop = req[0] == 'd', fatal = false;
+		uint64_t older = 0, newer = 0;
+
+		if (drop ? sscanf(req, "drop-active %" SCNu64, &newer) != 1
+			 : sscanf(req, "merge-active %" SCNu64 " %" SCNu64, &older, &newer) != 2 ||
+			   older == 0) {
+			ovs_ctl_reply(conn, "err %d bad request: %.64s", EINVAL, req);
+		} else {
+			pthread_mutex_lock(&command_lock);
+			rc = 0;
+			if (drop) {
+				/* The one before it, or none: then nothing
+				 * is left to preserve into. */
+				rc = ovs_registry_load(D.vol);
+				for (size_t i = 1; rc == 0 && i < ovs_snapshot_count(D.vol); i++)
+					if (ovs_snapshot_at(D.vol, i)->id == newer)
+						older = ovs_snapshot_at(D.vol, i - 1)->id;
+			}
+			if (rc == 0)
+				rc = fold_active_layer(older, newer, passed, &fatal);
+			if (rc < 0) {
+				dlog(fatal ? LOG_CRIT : LOG_ERR, "%s failed: %s", req,
+				     ovs_last_error());
+				ovs_ctl_reply(conn, "err %d %s", -rc, ovs_last_error());
+			} else {
+				ovs_ctl_reply(conn, "ok %" PRIu64, older);
+			}
+			if (fatal)
+				_exit(1);	/* barrier up: nothing reaches SRC */
+			pthread_mutex_unlock(&command_lock);
 		}
 	} else if (strncmp(req, "barrier-hold ", 13) == 0 && test_hooks()) {
 		pthread_mutex_lock(&command_lock);

@@ -143,9 +143,11 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 			status = EXIT_FAIL;
 			goto out;
 		}
-		if (ovs_volume_active(v) && i == count - 1) {
-			ovs_error("drop %s: snapshot %" PRIu64 " is the active one: run "
-				  "'ovsnap deactivate %s' first", ovs_volume_source(v), s->id,
+		if (ovs_volume_active(v) && i == count - 1 && !opt_dry_run &&
+		    !ovs_daemon_running(v)) {
+			ovs_error("drop %s: snapshot %" PRIu64 " is the active one and the "
+				  "snapshot mount is not running (the daemon died?): run "
+				  "'ovsnap activate %s' first", ovs_volume_source(v), s->id,
 				  ovs_volume_source(v));
 			status = EXIT_FAIL;
 			goto out;
@@ -167,8 +169,18 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 			printf("would drop %" PRIu64 "\n", ids[i]);
 			continue;
 		}
-		rc = ovs_drop_snapshot(v, ids[i], ovs_progress_show, &prog);
-		ovs_progress_end(&prog);
+		count = ovs_snapshot_count(v);
+		if (ovs_volume_active(v) && ovs_snapshot_at(v, count - 1)->id == ids[i]) {
+			/* The daemon preserves into it: it merges the layer
+			 * away under its barrier and switches to the one
+			 * before.  Oldest first, so this is the last one. */
+			rc = ovs_daemon_drop_active(v, ids[i]);
+			if (rc == 0)
+				rc = ovs_registry_load(v);
+		} else {
+			rc = ovs_drop_snapshot(v, ids[i], ovs_progress_show, &prog);
+			ovs_progress_end(&prog);
+		}
 		if (rc < 0) {
 			ovs_error_lib(rc, "drop %s: snapshot %" PRIu64, ovs_volume_source(v), ids[i]);
 			status = EXIT_FAIL;

@@ -70,8 +70,22 @@ int cmd_merge(int argc, const char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
-	rc = ovs_merge_snapshots(v, ida, idb, ovs_progress_show, &prog);
-	ovs_progress_end(&prog);
+	if (ovs_volume_active(v) && ib == ovs_snapshot_count(v) - 1) {
+		/* Into or out of the active layer: the daemon merges under
+		 * its barrier and then preserves into A. */
+		if (!ovs_daemon_running(v)) {
+			ovs_error("merge %s: snapshot %" PRIu64 " is the active one and the "
+				  "snapshot mount is not running (the daemon died?): run "
+				  "'ovsnap activate %s' first", ovs_volume_source(v), idb,
+				  ovs_volume_source(v));
+			status = EXIT_FAIL;
+			goto out;
+		}
+		rc = ovs_daemon_merge_active(v, ida, idb);
+	} else {
+		rc = ovs_merge_snapshots(v, ida, idb, ovs_progress_show, &prog);
+		ovs_progress_end(&prog);
+	}
 	if (rc < 0) {
 		ovs_error_lib(rc, "merge %s", ovs_volume_source(v));
 		status = EXIT_FAIL;

@@ -4,11 +4,19 @@
  * reply per message, text, at most OVS_CTL_MSG_MAX bytes.
  *
  * Requests (the CLI holds the volume lock and passes its fd along with
- * "take" as SCM_RIGHTS, so the lock stays held until the daemon is done
- * even if the CLI dies):
+ * "take", "merge-active" and "drop-active" as SCM_RIGHTS, so the lock
+ * stays held until the daemon is done even if the CLI dies):
  *   "status"              -> "ok pid=<pid> layer=<id> epoch=<n>"
  *   "take <name>|-"       -> "ok <id>"  (barrier, flush, sync, register,
  *                            switch, release: DESIGN.md rules 10, 12, 13)
+ *   "merge-active <A> <B>" -> "ok <A>" (B is the layer the daemon preserves
+ *                            into; under the barrier, fold A..B into A
+ *                            with ovs_merge_snapshots_flags(), switch to
+ *                            A's layer, bump the epoch, release; the
+ *                            volume lock fd comes along as for "take")
+ *   "drop-active <id>"    -> "ok <A>"  (the same for a drop of the newest:
+ *                            A is the snapshot before it, or 0 when it was
+ *                            the only one and nothing is preserved now)
  *   "stop [lazy]"         -> "ok"       (unmount and exit; refuses with
  *                            EBUSY while files are open unless lazy)
  * Any failure is "err <errno> <message>".

@@ -484,11 +484,13 @@ static int open_upper(struct ovs_volume *v, uint64_t id)
 }
 
 /* The newest snapshot of an active volume receives the daemon's copy-ups:
- * changing its layer needs the daemon's barrier (not wired yet). */
-static int refuse_active(struct ovs_volume *v, uint64_t id)
+ * only the daemon may change its layer, under its barrier. */
+static int refuse_active(struct ovs_volume *v, uint64_t id, unsigned flags)
 {
 	size_t n = ovs_snapshot_count(v);
 
+	if (flags & OVS_MERGE_UNDER_BARRIER)
+		return 0;
 	if (!ovs_volume_active(v) || n == 0 || ovs_snapshot_at(v, n - 1)->id != id)
 		return 0;
 	return ovs_err(EBUSY, "snapshot %" PRIu64 " is the active one: run "
@@ -615,6 +617,12 @@ static int intent_end(struct ovs_volume *v)
 int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
 			ovs_progress_fn progress, void *arg)
 {
+	return ovs_merge_snapshots_flags(v, older, newer, 0, progress, arg);
+}
+
+int ovs_merge_snapshots_flags(struct ovs_volume *v, uint64_t older, uint64_t newer,
+			      unsigned flags, ovs_progress_fn progress, void *arg)
+{
 	ssize_t ia, ib;
 	int rc;
 
@@ -628,7 +636,7 @@ int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
 	if (ib <= ia)
 		return ovs_err(EINVAL, "snapshot %" PRIu64 " is not newer than %" PRIu64,
 			       newer, older);
-	rc = refuse_active(v, newer);
+	rc = refuse_active(v, newer, flags);
 	if (rc == 0)
 		rc = refuse_views(v, ia, ib, false);
 	if (rc < 0)
@@ -644,6 +652,12 @@ int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
 
 int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id, ovs_progress_fn progress, void *arg)
 {
+	return ovs_drop_snapshot_flags(v, id, 0, progress, arg);
+}
+
+int ovs_drop_snapshot_flags(struct ovs_volume *v, uint64_t id, unsigned flags,
+			    ovs_progress_fn progress, void *arg)
+{
 	ssize_t i;
 	int rc;
 
@@ -651,11 +665,12 @@ int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id, ovs_progress_fn progres
 	i = snap_index(v, id);
 	if (i < 0)
 		return ovs_err(ENOENT, "no snapshot %" PRIu64, id);
-	rc = refuse_active(v, id);
+	rc = refuse_active(v, id, flags);
 	if (rc < 0)
 		return rc;
 	if (i > 0)
-		return ovs_merge_snapshots(v, ovs_snapshot_at(v, i - 1)->id, id, progress, arg);
+		return ovs_merge_snapshots_flags(v, ovs_snapshot_at(v, i - 1)->id, id, flags,
+						 progress, arg);
 	/* The oldest: no other view uses its layer. */
 	rc = refuse_views(v, 0, 0, true);
 	if (rc < 0)

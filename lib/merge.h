@@ -28,6 +28,10 @@ struct ovs_merge_stats {
 
 enum ovs_merge_flags {
 	OVS_MERGE_NOSYNC = 1 << 0,	/* skip the final syncfs (logic tests only) */
+	/* ovs_merge_snapshots_flags/ovs_drop_snapshot_flags: the caller is
+	 * the volume's daemon with its barrier up and no preservation in
+	 * flight, so the active layer may be folded or dropped. */
+	OVS_MERGE_UNDER_BARRIER = 1 << 1,
 };
 
 /*
@@ -47,19 +51,26 @@ int ovs_merge_layers(int olderfd, int newerfd, unsigned flags,
  * run, older first) into older's layer: older's view and every older view
  * stay exactly the same; the folded snapshots disappear.  The caller holds
  * the volume lock.  The active layer (newest snapshot of an active volume)
- * cannot be folded: -EBUSY with a message.
+ * cannot be folded (-EBUSY with a message) except by its daemon, under
+ * its barrier (OVS_MERGE_UNDER_BARRIER): `ovsnap merge` and `ovsnap drop`
+ * ask the daemon for that.
  */
 int ovs_merge_snapshots(struct ovs_volume *v, uint64_t older, uint64_t newer,
 			ovs_progress_fn progress, void *arg);
+int ovs_merge_snapshots_flags(struct ovs_volume *v, uint64_t older, uint64_t newer,
+			      unsigned flags, ovs_progress_fn progress, void *arg);
 
 /*
  * Drop one snapshot: the oldest by deleting its layer, any other by merging
  * its layer into the next older one.  The newest of an inactive volume is
  * merged into the previous one, which becomes the newest.  -EBUSY for the
- * newest of an active volume.  The caller holds the volume lock.
+ * newest of an active volume, unless OVS_MERGE_UNDER_BARRIER (the daemon).
+ * The caller holds the volume lock.
  */
 int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id,
 		      ovs_progress_fn progress, void *arg);
+int ovs_drop_snapshot_flags(struct ovs_volume *v, uint64_t id, unsigned flags,
+			    ovs_progress_fn progress, void *arg);
 
 /*
  * Finish a merge or drop left pending by an interrupted command (the intent

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ovsnap drop and ovsnap merge on a volume with snapshots taken through the
 # snapshot mount: drop at every position (oldest, middle, newest of an
-# inactive volume), the active one refused, merges of a run, and SIGKILL
+# inactive volume, newest of an active one while the live tree changes),
+# merges of a run (also into the active layer), and SIGKILL
 # at every step of a drop followed by recovery; each time every survivor,
 # seen through a stock overlay of its layers, equals the manifest recorded
 # at its take.  Then retention (--keep) with chosen creation times.
@@ -72,18 +73,137 @@ test_drop_at_every_position() {
 	OVS_ORACLE_WHAT="after a new take" ovs_oracle_check "$SRC" "$MF"
 }
 
-test_active_newest_is_refused() {
+# Views of the volume go first (through ovsnap umount, which waits for
+# ovsnap-viewd), then what the harness knows about.
+views_cleanup() {
+	local t
+
+	for t in $(findmnt -rn -t fuse.ovsnap-view -o TARGET 2>/dev/null | sort -r); do
+		case $t in
+		"$OVS_TMP"/*) "$OVSNAP" umount "$t" >/dev/null 2>&1 || umount -l "$t" ;;
+		esac
+	done
+}
+tearDown() {
+	views_cleanup
+	ovs_teardown
+}
+oneTimeTearDown() {
+	views_cleanup
+	ovs_onetime_teardown
+}
+
+# more_changes SEED OPS TAKES: the workload through the live mount, with
+# takes recorded in $MF.
+more_changes() {
+	ovs_run "$OVS_WORKLOAD" --seed "$1" --ops "$2" --takes "$3" \
+		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC"
+	assertEquals "workload $1: $(ovs_ran | tail -5)" 0 "$OVS_RC"
+}
+
+# while_changing SEED CMD...: run CMD while workloads (no takes) keep
+# changing the live tree from before it starts until after it ends; CMD
+# and every workload must succeed.
+while_changing() {
+	local seed=$1 pid wrc
+	shift
+	rm -f "$OVS_TMP/bg.stop" "$OVS_TMP/bg.fail"
+	(
+		k=0
+		while [ ! -e "$OVS_TMP/bg.stop" ]; do
+			"$OVS_WORKLOAD" --seed "$((seed * 100 + k))" --ops 300 "$SRC" \
+				>"$OVS_TMP/bg.out" 2>&1 || { cp "$OVS_TMP/bg.out" "$OVS_TMP/bg.fail"; exit 1; }
+			k=$((k + 1))
+		done
+		echo "$k workloads" >"$OVS_TMP/bg.count"
+	) &
+	pid=$!
+	sleep 0.5
+	ovs_run "$@"
+	sleep 0.5
+	touch "$OVS_TMP/bg.stop"
+	wait "$pid"
+	wrc=$?
+	assertEquals "the workloads running meanwhile: $(tail -5 "$OVS_TMP/bg.fail" 2>/dev/null)" 0 "$wrc"
+}
+
+active_layer() {
+	"$OVSNAP" list --json "$SRC" | grep -oE '"id": [0-9]+,[^}]*"state": "active"' |
+		sed -E 's/"id": ([0-9]+),.*/\1/'
+}
+
+# Issue 5: dropping the newest while the volume is active merges it into
+# the one before under the daemon's barrier; the live tree stays online,
+# a daemon-served view of an older snapshot keeps working, and changes
+# after the drop are preserved into the new newest.
+test_drop_newest_while_active() {
 	make_volume 12 300 2 || return
 	ovs_run "$OVSNAP" activate "$SRC"
 	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
-	ovs_run "$OVSNAP" drop "$SRC" 3
-	assertEquals "drop of the active snapshot: exit" 1 "$OVS_RC"
-	assertContains "the message says what to do" "$OVS_ERR" "snapshot 3 is the active one: run 'ovsnap deactivate $SRC' first"
-	ovs_run "$OVSNAP" merge "$SRC" 2 3
-	assertEquals "merge into the active snapshot: exit" 1 "$OVS_RC"
-	# Frozen layers can go while the daemon runs.
-	drop_and_check "a frozen one, volume active" 2
-	assertEquals "snapshots left" "1 3" "$(ids)"
+	more_changes 40 300 2 || return
+	assertEquals "snapshots" "1 2 3 4 5" "$(ids)"
+	mkdir -p "$OVS_TMP/view1"
+	ovs_run "$OVSNAP" mount "$SRC" 1 "$OVS_TMP/view1"
+	assertEquals "mount a view of 1: $(ovs_ran)" 0 "$OVS_RC" || return
+	while_changing 41 "$OVSNAP" drop "$SRC" 5
+	assertEquals "drop of the active snapshot: $(ovs_ran)" 0 "$OVS_RC" || return
+	rm -f "$MF/5.manifest"
+	assertEquals "snapshots after the drop" "1 2 3 4" "$(ids)"
+	assertEquals "4 is the active one now" "4" "$(active_layer)"
+	findmnt -rn -M "$SRC" -t fuse.ovsnap >/dev/null
+	assertTrue "the snapshot mount stayed" $?
+	"$OVS_MANIFEST" "$OVS_TMP/view1" >"$OVS_TMP/view1.manifest"
+	diff -u "$MF/1.manifest" "$OVS_TMP/view1.manifest" >"$OVS_TMP/view1.diff"
+	assertTrue "the view of 1, mounted through the drop, still shows 1: $(head -20 "$OVS_TMP/view1.diff")" $?
+	ovs_run "$OVSNAP" umount "$OVS_TMP/view1"
+	assertEquals "umount the view: $(ovs_ran)" 0 "$OVS_RC"
+	# Changes after the drop are preserved into 4's layer.
+	more_changes 42 400 1 || return
+	OVS_ORACLE_WHAT="after dropping the active 5" ovs_oracle_check "$SRC" "$MF"
+}
+
+test_merge_into_newest_while_active() {
+	make_volume 15 300 3 || return
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
+	assertEquals "snapshots" "1 2 3 4" "$(ids)"
+	while_changing 43 "$OVSNAP" merge "$SRC" 2 4
+	assertEquals "merge 2..4 (the active one): $(ovs_ran)" 0 "$OVS_RC" || return
+	rm -f "$MF/3.manifest" "$MF/4.manifest"
+	assertEquals "snapshots after the merge" "1 2" "$(ids)"
+	assertEquals "2 is the active one now" "2" "$(active_layer)"
+	more_changes 44 400 1 || return
+	OVS_ORACLE_WHAT="after merging 2..4 while active" ovs_oracle_check "$SRC" "$MF"
+}
+
+# What still refuses: a view of the active snapshot; and the daemon's
+# barrier is down again after the refusal.  The only snapshot may go: the
+# daemon then preserves nothing until the next take.
+test_active_newest_refusals_and_the_only_one() {
+	make_volume 16 200 1 || return
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
+	mkdir -p "$OVS_TMP/view2"
+	ovs_run "$OVSNAP" mount "$SRC" 2 "$OVS_TMP/view2"
+	assertEquals "mount a view of 2: $(ovs_ran)" 0 "$OVS_RC" || return
+	ovs_run "$OVSNAP" drop "$SRC" 2
+	assertEquals "drop of a mounted active snapshot: exit" 1 "$OVS_RC"
+	assertContains "the message names the view" "$OVS_ERR" "snapshot 2 is mounted at $OVS_TMP/view2"
+	ovs_run timeout 10 touch "$SRC/after-refusal"
+	assertEquals "the live tree is writable after the refusal" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" umount "$OVS_TMP/view2"
+	# Frozen layers can go while the daemon runs; then the only one.
+	drop_and_check "a frozen one, volume active" 1
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate again: $(ovs_ran)" 0 "$OVS_RC" || return
+	ovs_run "$OVSNAP" drop "$SRC" 2
+	assertEquals "drop of the only snapshot while active: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "no snapshot left" "" "$(ids)"
+	findmnt -rn -M "$SRC" -t fuse.ovsnap >/dev/null
+	assertTrue "the snapshot mount stayed" $?
+	rm -f "$MF"/*.manifest
+	more_changes 45 200 2 || return
+	OVS_ORACLE_WHAT="after dropping the only snapshot while active" ovs_oracle_check "$SRC" "$MF"
 }
 
 test_usage_errors() {
