@@ -158,10 +158,13 @@ int ovs_check_no_users(const char *cmd, const char *src)
 
 int ovs_umount_dead(const char *src)
 {
-	struct stat st;
+	struct statx stx;
 	int rc;
 
-	if (stat(src, &st) == 0 || errno != ENOTCONN)
+	/* FORCE_SYNC: for a second after the daemon died, the kernel still
+	 * answers a plain stat from its attribute cache. */
+	if (statx(AT_FDCWD, src, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) == 0 ||
+	    errno != ENOTCONN)
 		return 0;
 	rc = ovs_umount_lazy(src);
 	return rc < 0 ? rc : 1;

@@ -277,6 +277,53 @@ static void flush_dirty_pages(void)
 
 /* ---- control commands ---------------------------------------------------- */
 
+static bool test_hooks(void)
+{
+	const char *e = getenv("OVSNAPD_TEST_HOOKS");
+
+	return e && strcmp(e, "1") == 0;
+}
+
+/*
+ * Test hook of the crash tests: with OVSNAPD_TEST_HOOKS=1 and
+ * OVSNAPD_TEST_CRASH_AFTER=N in its environment (or after the control
+ * request "take-crash-after N"), the daemon dies as by SIGKILL right
+ * after step N of a take:
+ *   1 dirty pages flushed   2 barrier raised   3 filesystem synced
+ *   4 layer directories created (before the registry names them)
+ *   5 registry written      6 switched to the new layer
+ *   7 barrier dropped (before the answer)
+ */
+enum take_step {
+	TAKE_FLUSHED = 1,
+	TAKE_BARRIER_RAISED,
+	TAKE_SYNCED,
+	TAKE_LAYER_MADE,
+	TAKE_REGISTERED,
+	TAKE_SWITCHED,
+	TAKE_BARRIER_DROPPED,
+};
+
+static long take_crash_after = -1;
+
+static void take_step(enum take_step step)
+{
+	if (take_crash_after < 0) {
+		const char *e = getenv("OVSNAPD_TEST_CRASH_AFTER");
+
+		take_crash_after = test_hooks() && e ? strtol(e, NULL, 10) : 0;
+	}
+	if (take_crash_after == step) {
+		dlog(LOG_WARNING, "test hook: dying after step %d of a take", (int)step);
+		_exit(9);
+	}
+}
+
+static void take_step_layer_made(void)
+{
+	take_step(TAKE_LAYER_MADE);
+}
+
 static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 {
 	char upper[PATH_MAX], work[PATH_MAX];
@@ -287,22 +334,28 @@ static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 	if (lockfd >= 0)
 		ovs_lock_note(lockfd, "take (ovsnapd)");
 	flush_dirty_pages();
+	take_step(TAKE_FLUSHED);
 	barrier_raise();
+	take_step(TAKE_BARRIER_RAISED);
 
 	/* Rule 12: what the snapshot shows is on disk before it exists. */
 	if (syncfs(D.srcfd) < 0) {
 		rc = ovs_err(errno, "syncfs %s: %m", D.src);
 		goto out;
 	}
+	take_step(TAKE_SYNCED);
 	/* The CLI may have changed the registry (names, holds, drops). */
 	rc = ovs_registry_load(D.vol);
 	if (rc < 0)
 		goto out;
 	D.vol->lockfd = lockfd;
+	ovs_test_hook_layer_made = take_step_layer_made;
 	rc = ovs_registry_add_snapshot(D.vol, name, D.srcfd, &id);
+	ovs_test_hook_layer_made = NULL;
 	D.vol->lockfd = -1;
 	if (rc < 0)
 		goto out;
+	take_step(TAKE_REGISTERED);
 	rc = ovs_snapshot_upper(D.vol, id, upper, sizeof(upper));
 	if (rc == 0)
 		rc = ovs_snapshot_work(D.vol, id, work, sizeof(work));
@@ -329,6 +382,7 @@ static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 	D.layer_id = id;
 	__atomic_add_fetch(&D.epoch, 1, __ATOMIC_ACQ_REL);
 	pthread_rwlock_unlock(&D.preserve_lock);
+	take_step(TAKE_SWITCHED);
 	if (old)
 		ovs_layer_close(old);
 	dlog(LOG_INFO, "snapshot %" PRIu64 " taken; changes now go to %s", id, upper);
@@ -336,6 +390,8 @@ static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 	rc = 0;
 out:
 	barrier_drop();
+	if (rc == 0)
+		take_step(TAKE_BARRIER_DROPPED);
 	return rc;
 }
 
@@ -433,13 +489,6 @@ out:
 		barrier_drop();
 	}
 	return rc;
-}
-
-static bool test_hooks(void)
-{
-	const char *e = getenv("OVSNAPD_TEST_HOOKS");
-
-	return e && strcmp(e, "1") == 0;
 }
 
 /* Test hook: hold the barrier for ms milliseconds, as a take would. */
@@ -568,6 +617,11 @@ static void handle_request(int conn)
 				_exit(1);	/* barrier up: nothing reaches SRC */
 			pthread_mutex_unlock(&command_lock);
 		}
+	} else if (strncmp(req, "take-crash-after ", 17) == 0 && test_hooks()) {
+		pthread_mutex_lock(&command_lock);
+		take_crash_after = strtol(req + 17, NULL, 10);
+		pthread_mutex_unlock(&command_lock);
+		ovs_ctl_reply(conn, "ok");
 	} else if (strncmp(req, "barrier-hold ", 13) == 0 && test_hooks()) {
 		pthread_mutex_lock(&command_lock);
 		barrier_hold(strtol(req + 13, NULL, 10));

@@ -281,13 +281,16 @@ static struct libmnt_table *mount_table(void)
 static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
 {
 	struct libmnt_fs *fs = NULL;
-	struct stat st;
+	struct statx stx;
 	bool mounted = false;
 
 	if (tb && (fs = mnt_table_find_target(tb, ck->src, MNT_ITER_BACKWARD)))
 		mounted = mnt_fs_get_fstype(fs) &&
 			  strcmp(mnt_fs_get_fstype(fs), OVS_FUSE_FSTYPE) == 0;
-	if (mounted && stat(ck->src, &st) < 0 && errno == ENOTCONN) {
+	/* FORCE_SYNC: for a second after the daemon died, the kernel still
+	 * answers a plain stat from its attribute cache. */
+	if (mounted && statx(AT_FDCWD, ck->src, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) < 0 &&
+	    errno == ENOTCONN) {
 		ck->unprotected = true;
 		finding(ck, OVS_FSCK_ERROR, NULL, ck->src, "daemon", NULL,
 			"the snapshot mount does not answer (ENOTCONN): its daemon died; "

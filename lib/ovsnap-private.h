@@ -68,6 +68,10 @@ void ovs_registry_clear(struct ovs_registry *reg);
 int ovs_registry_copy(struct ovs_registry *dst, const struct ovs_registry *src);
 /* Write reg to dirfd/registry atomically and durably. */
 int ovs_registry_store(int dirfd, const char *where, const struct ovs_registry *reg);
+/* Crash tests of a take: called by ovs_registry_add_snapshot once the new
+ * layer's directories exist, before the registry names them (NULL: no
+ * hook; only ovsnapd sets it, under OVSNAPD_TEST_HOOKS=1). */
+extern void (*ovs_test_hook_layer_made)(void);
 
 /* ---- volumes ------------------------------------------------------------ */
 

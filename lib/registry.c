@@ -760,6 +760,8 @@ out:
 	return rc;
 }
 
+void (*ovs_test_hook_layer_made)(void);
+
 int ovs_registry_add_snapshot(struct ovs_volume *v, const char *name, int rootfd,
 			      uint64_t *id_out)
 {
@@ -790,6 +792,8 @@ int ovs_registry_add_snapshot(struct ovs_volume *v, const char *name, int rootfd
 	rc = make_layer(v, id, rootfd);
 	if (rc < 0)
 		return rc;
+	if (ovs_test_hook_layer_made)
+		ovs_test_hook_layer_made();
 
 	rc = ovs_registry_copy(&next, &v->reg);
 	if (rc < 0)
