@@ -222,6 +222,26 @@ test_mmap_dirty_before_take_belongs_to_snapshot() {
 	check_snapshots
 }
 
+# Rule 16: the daemon's own look into a directory (is it empty?) before an
+# rmdir must not touch its atime before the copy-up records it.  relatime
+# updates an atime older than the mtime on the first read.  No manifest:
+# it would read the directory itself.
+test_rmdir_keeps_atime_of_the_directory() {
+	local id upper
+	mkdir "$SRC/adir" "$SRC/bdir" "$SRC/target"
+	touch -a -d '2001-02-03 04:05:06' "$SRC/adir" "$SRC/bdir"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	id=$OVS_OUT
+	rmdir "$SRC/adir"
+	mv -T "$SRC/target" "$SRC/bdir"
+	upper=$(ovs_snapshot_upper "$SRC" "$id")
+	assertEquals "atime of the directory preserved before rmdir" \
+		"$(date -d '2001-02-03 04:05:06' +%s)" "$(stat -c %X "$upper/adir")"
+	assertEquals "atime of the directory preserved before a rename over it" \
+		"$(date -d '2001-02-03 04:05:06' +%s)" "$(stat -c %X "$upper/bdir")"
+}
+
 test_big_file_modified_after_take_is_cloned() {
 	dd if=/dev/urandom of="$SRC/big" bs=1M count=1024 status=none
 	take_snapshot
