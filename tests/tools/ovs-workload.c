@@ -16,6 +16,18 @@
  * D/<id>.manifest.  The manifest is written before CMD runs, and nothing
  * changes DIR in between, so it is DIR's state at the take.
  *
+ * --extended adds operations the plain run lacks (and changes the
+ * sequence of a seed): writes and truncates through descriptors kept open
+ * across other operations and takes (the file may be renamed, unlinked or
+ * linked meanwhile), fallocate (punch hole, zero range, keep size),
+ * copy_file_range between files, sparse writes far past the end, and
+ * trusted.overlay.* xattrs on user files and directories (rule 14: they
+ * must reach the snapshot escaped, never steering the overlay).
+ *
+ * --jail chroots into DIR first (root only).  Several workloads on one
+ * tree change it under each other's feet: a directory of a path may have
+ * become a symlink to "/a0" meanwhile, which must not lead outside DIR.
+ *
  * Operations that fail with an errno the random choice can cause (ENOENT,
  * EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, EXDEV, EINVAL, ...) are skipped.
  * Any other failure (EIO, ENOSPC, EPERM, ENOTCONN, ...) is reported and
@@ -43,6 +55,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <linux/falloc.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,7 +71,7 @@
 static const char *opt_dir, *opt_take_cmd, *opt_manifest_dir;
 static uint64_t opt_seed = 1;
 static long opt_ops = 1000, opt_takes;
-static bool opt_no_dir_mtime, opt_verbose;
+static bool opt_no_dir_mtime, opt_verbose, opt_extended, opt_jail;
 
 static int rootfd;
 static uint64_t rng_state;
@@ -333,7 +346,7 @@ static bool expected_errno(int e)
 	switch (e) {
 	case ENOENT: case EEXIST: case ENOTEMPTY: case EISDIR: case ENOTDIR:
 	case EXDEV: case EINVAL: case EBUSY: case EMLINK: case ENAMETOOLONG:
-	case ELOOP: case ENODATA: case ETXTBSY:
+	case ELOOP: case ENODATA: case ETXTBSY: case ENXIO:
 		return true;
 	}
 	return false;
@@ -395,9 +408,11 @@ static off_t size_of(const char *path)
 	return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_size : 0;
 }
 
+/* O_NONBLOCK: with workloads at once, path may have become a fifo, whose
+ * open for writing would wait for a reader forever (ENXIO instead). */
 static int open_file(const char *path, int flags)
 {
-	return openat(rootfd, path, flags | O_NOFOLLOW | O_CLOEXEC);
+	return openat(rootfd, path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 }
 
 static void op_create(void)
@@ -532,6 +547,21 @@ static char *full_path(const char *rel)
 	return p;
 }
 
+static bool is_file_or_dir(const char *path)
+{
+	struct stat st;
+
+	return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
+}
+
+static bool is_regular(const char *path)
+{
+	struct stat st;
+
+	return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
 static void op_xattr(bool set)
 {
 	static const char *const names[] = { "user.a", "user.b", "user.color", "user.long.name" };
@@ -551,6 +581,10 @@ static void op_xattr(bool set)
 	} else {
 		rc = lremovexattr(full, name);
 	}
+	/* Another worker (--jail runs) may have replaced p by a fifo or a
+	 * symlink, which take no user.* xattrs. */
+	if (rc < 0 && errno == EPERM && !is_file_or_dir(p))
+		errno = EINVAL;
 	done(set ? "setxattr" : "removexattr", p, name, rc);
 	free(full);
 }
@@ -574,11 +608,16 @@ static void op_link(void)
 {
 	const char *from = pick("f");
 	char *p;
+	int rc;
 
 	if (!from)
 		return;
 	p = pick_new_path();
-	if (done("link", from, p, linkat(rootfd, from, rootfd, p, 0)))
+	rc = linkat(rootfd, from, rootfd, p, 0);
+	/* Another worker (--jail runs) may have put a directory there. */
+	if (rc < 0 && errno == EPERM && !is_regular(from))
+		errno = EISDIR;
+	if (done("link", from, p, rc))
 		model_add(p, 'f');
 	free(p);
 }
@@ -679,11 +718,184 @@ static void op_exchange(void)
 	free(y);
 }
 
+
+/* ---- operations of --extended ---- */
+
+#define HELD_FDS	4
+
+/* Descriptors kept open across operations and takes: the daemon must
+ * still preserve on their next change after a take (rule 10). */
+static int held_fd[HELD_FDS] = { -1, -1, -1, -1 };
+static char *held_path[HELD_FDS];
+
+static void op_held_open(void)
+{
+	unsigned slot = rnd_below(HELD_FDS);
+	const char *p = pick("f");
+	int fd;
+
+	if (!p)
+		return;
+	if (held_fd[slot] >= 0)
+		close(held_fd[slot]);
+	free(held_path[slot]);
+	held_path[slot] = strdup(p);
+	fd = open_file(p, O_RDWR);
+	if (fd >= 0) {
+		struct stat st;
+
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			fd = -1;
+			errno = EISDIR;
+		}
+	}
+	held_fd[slot] = fd;
+	done("held-open", held_path[slot], NULL, fd);
+}
+
+static void op_held_write(void)
+{
+	unsigned slot = rnd_below(HELD_FDS);
+	int fd = held_fd[slot], rc;
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	if (chance(20)) {
+		off_t to = rnd_below(st.st_size + 4096);
+
+		done("held-truncate", held_path[slot], NULL, ftruncate(fd, to));
+		return;
+	}
+	{
+		size_t len = rnd_below(8192) + 1;
+		off_t off = rnd_below(st.st_size + 4096);
+
+		if (off + (off_t)len > MAX_FILE_SIZE)
+			off = rnd_below(MAX_FILE_SIZE - len);
+		rc = write_random(fd, off, len, false);
+	}
+	done("held-write", held_path[slot], NULL, rc);
+}
+
+static void op_fallocate(void)
+{
+	static const int modes[] = {
+		FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE,
+		FALLOC_FL_KEEP_SIZE, 0,
+	};
+	const char *p = pick("f");
+	int mode = modes[rnd_below(4)], fd, rc;
+	off_t size, off, len;
+
+	if (!p)
+		return;
+	size = size_of(p);
+	off = rnd_below(size + 8192);
+	len = rnd_below(65536) + 1;
+	if (off + len > MAX_FILE_SIZE)
+		return;
+	fd = open_file(p, O_WRONLY);
+	rc = fd;
+	if (fd >= 0) {
+		rc = fallocate(fd, mode, off, len);
+		/* A mode the filesystem or FUSE lacks is not a finding. */
+		if (rc < 0 && errno == EOPNOTSUPP)
+			rc = 0;
+		close(fd);
+	}
+	done("fallocate", p, NULL, rc);
+}
+
+static void op_copy_range(void)
+{
+	const char *a = pick("f"), *b = pick("f");
+	int in, out, rc;
+	off_t size, off_in, off_out;
+	size_t len;
+	char *from;
+
+	if (!a || !b)
+		return;
+	from = strdup(a);
+	size = size_of(from);
+	off_in = rnd_below(size + 1);
+	len = rnd_below(32768) + 1;
+	off_out = rnd_below(size_of(b) + 4096);
+	if (off_out + (off_t)len > MAX_FILE_SIZE) {
+		free(from);
+		return;
+	}
+	in = open_file(from, O_RDONLY);
+	out = in < 0 ? -1 : open_file(b, O_WRONLY);
+	rc = out;
+	if (out >= 0) {
+		loff_t oi = off_in, oo = off_out;
+
+		rc = copy_file_range(in, &oi, out, &oo, len, 0) < 0 ? -1 : 0;
+	}
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	done("copy-range", from, b, rc);
+	free(from);
+}
+
+/* A write far past the end leaves a hole: copies keep it sparse. */
+static void op_sparse_write(void)
+{
+	const char *p = pick("f");
+	off_t off = MAX_FILE_SIZE / 2 + rnd_below(MAX_FILE_SIZE / 2 - 8192);
+	int fd, rc;
+
+	if (!p)
+		return;
+	fd = open_file(p, O_WRONLY);
+	rc = fd;
+	if (fd >= 0) {
+		rc = write_random(fd, off, rnd_below(4096) + 1, false);
+		close(fd);
+	}
+	done("sparse-write", p, NULL, rc);
+}
+
+/* User data that looks like overlay metadata (rule 14).  Only names that
+ * mean nothing on the lowest layer (SRC itself in the oracle's overlay):
+ * an opaque mark there hides nothing, but an unescaped copy in a layer
+ * above would hide SRC's entries. */
+static void op_trusted_xattr(void)
+{
+	static const char *const names[] = {
+		"trusted.overlay.opaque", "trusted.overlay.origin", "trusted.overlay.nlink",
+		"trusted.overlay.ovsnap.origin",
+	};
+	const char *p = pick(chance(50) ? "d" : "f");
+	const char *name = names[rnd_below(4)];
+	char *full;
+	int rc;
+
+	if (!p)
+		return;
+	full = full_path(p);
+	if (chance(80))
+		rc = lsetxattr(full, name, "y", 1, 0);
+	else
+		rc = lremovexattr(full, name);
+	done("trusted-xattr", p, name, rc);
+	free(full);
+}
+
 enum op {
 	OP_CREATE, OP_PWRITE, OP_APPEND, OP_TRUNCATE, OP_OPEN_TRUNC, OP_CHMOD, OP_CHOWN,
 	OP_UTIMES, OP_SETXATTR, OP_RMXATTR, OP_SYMLINK, OP_LINK, OP_MKFIFO, OP_MKDIR,
-	OP_UNLINK, OP_RMDIR, OP_RENAME, OP_RENAME_DIR, OP_NOREPLACE, OP_EXCHANGE, OP_COUNT
+	OP_UNLINK, OP_RMDIR, OP_RENAME, OP_RENAME_DIR, OP_NOREPLACE, OP_EXCHANGE,
+	/* --extended only */
+	OP_HELD_OPEN, OP_HELD_WRITE, OP_FALLOCATE, OP_COPY_RANGE, OP_SPARSE_WRITE,
+	OP_TRUSTED_XATTR, OP_COUNT
 };
+#define OP_FIRST_EXTENDED OP_HELD_OPEN
 
 /* Relative frequencies. */
 static const int weight[OP_COUNT] = {
@@ -692,6 +904,8 @@ static const int weight[OP_COUNT] = {
 	[OP_SETXATTR] = 4, [OP_RMXATTR] = 2, [OP_SYMLINK] = 3, [OP_LINK] = 4,
 	[OP_MKFIFO] = 2, [OP_MKDIR] = 5, [OP_UNLINK] = 8, [OP_RMDIR] = 4,
 	[OP_RENAME] = 8, [OP_RENAME_DIR] = 4, [OP_NOREPLACE] = 2, [OP_EXCHANGE] = 4,
+	[OP_HELD_OPEN] = 3, [OP_HELD_WRITE] = 8, [OP_FALLOCATE] = 3, [OP_COPY_RANGE] = 3,
+	[OP_SPARSE_WRITE] = 2, [OP_TRUSTED_XATTR] = 3,
 };
 
 static bool creates(enum op op)
@@ -702,13 +916,13 @@ static bool creates(enum op op)
 
 static void one_op(void)
 {
+	enum op op, end = opt_extended ? OP_COUNT : OP_FIRST_EXTENDED;
 	int total = 0, r;
-	enum op op;
 
-	for (op = 0; op < OP_COUNT; op++)
+	for (op = 0; op < end; op++)
 		total += weight[op];
 	r = rnd_below(total);
-	for (op = 0; op < OP_COUNT && r >= weight[op]; op++)
+	for (op = 0; op < end && r >= weight[op]; op++)
 		r -= weight[op];
 	/* A full tree shrinks instead of growing. */
 	if (creates(op) && nnodes >= MAX_ENTRIES)
@@ -734,6 +948,12 @@ static void one_op(void)
 	case OP_RENAME_DIR: op_rename(true, 0); break;
 	case OP_NOREPLACE: op_rename(chance(30), RENAME_NOREPLACE); break;
 	case OP_EXCHANGE: op_exchange(); break;
+	case OP_HELD_OPEN: op_held_open(); break;
+	case OP_HELD_WRITE: op_held_write(); break;
+	case OP_FALLOCATE: op_fallocate(); break;
+	case OP_COPY_RANGE: op_copy_range(); break;
+	case OP_SPARSE_WRITE: op_sparse_write(); break;
+	case OP_TRUSTED_XATTR: op_trusted_xattr(); break;
 	case OP_COUNT: break;
 	}
 }
@@ -832,6 +1052,9 @@ static void usage(FILE *out, int status)
 	      "  --take-cmd CMD     bash command taking a snapshot; prints its id\n"
 	      "  --manifest-dir D   write D/<id>.manifest of DIR at each take\n"
 	      "  --no-dir-mtime     leave directory mtimes out of the manifests\n"
+	      "  --extended         add held descriptors, fallocate, copy_file_range,\n"
+	      "                     sparse writes and trusted.overlay.* xattrs\n"
+	      "  --jail             chroot into DIR (for workloads running at once)\n"
 	      "  --verbose          log every operation on stderr\n", out);
 	exit(status);
 }
@@ -860,13 +1083,15 @@ int main(int argc, char **argv)
 		{ "manifest-dir", required_argument, NULL, 'm' },
 		{ "no-dir-mtime", no_argument, NULL, 'D' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "extended", no_argument, NULL, 'E' },
+		{ "jail", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	long *take_at = NULL, next_take = 0;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:n:k:c:m:Dvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:n:k:c:m:DvEJh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's': opt_seed = parse_num(optarg, "seed"); break;
 		case 'n': opt_ops = parse_num(optarg, "number of operations"); break;
@@ -875,6 +1100,8 @@ int main(int argc, char **argv)
 		case 'm': opt_manifest_dir = optarg; break;
 		case 'D': opt_no_dir_mtime = true; break;
 		case 'v': opt_verbose = true; break;
+		case 'E': opt_extended = true; break;
+		case 'J': opt_jail = true; break;
 		case 'h': usage(stdout, 0); break;
 		default: usage(stderr, 2);
 		}
@@ -886,6 +1113,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	opt_dir = argv[optind];
+	if (opt_jail) {
+		if (opt_manifest_dir || opt_takes) {
+			fputs("ovs-workload: --jail takes no snapshots\n", stderr);
+			return 2;
+		}
+		if (chroot(opt_dir) < 0 || chdir("/") < 0)
+			die(opt_dir);
+		opt_dir = "/";
+	}
 	rootfd = open(opt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		die(opt_dir);

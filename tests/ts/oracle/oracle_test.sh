@@ -8,6 +8,9 @@
 #
 # Reproduce a failure by hand from the build directory, e.g.
 #   OVS_ORACLE_SEED=1 bash tests/ts/oracle/oracle_test.sh -- test_oracle_xfs
+# OVS_ORACLE_OPS and OVS_ORACLE_TAKES set the length of the run;
+# OVS_ORACLE_EXTENDED=1 runs every test with ovs-workload --extended (the
+# *_extended tests always do).
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs ext4 btrfs overlay fuse
@@ -125,11 +128,12 @@ explain_first_mismatch() {
 	done
 }
 
-# run_oracle FSTYPE SEED
+# run_oracle FSTYPE SEED [--extended]
 run_oracle() {
-	local fstype=$1 seed=${OVS_ORACLE_SEED:-$2}
+	local fstype=$1 seed=${OVS_ORACLE_SEED:-$2} extended=${3:-}
 
-	WHAT="$fstype, seed $seed"
+	[ -z "${OVS_ORACLE_EXTENDED:-}" ] || extended=--extended
+	WHAT="$fstype, seed $seed${extended:+, extended}"
 	EXPLAINED=
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
@@ -143,7 +147,7 @@ run_oracle() {
 	# The first take sets the volume up.
 	take_with_manifest || return
 
-	"$OVS_WORKLOAD" --verbose --seed "$seed" --ops "$OPS" --takes "$TAKES" \
+	"$OVS_WORKLOAD" --verbose $extended --seed "$seed" --ops "$OPS" --takes "$TAKES" \
 		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC" \
 		>"$OVS_TMP/takes.log" 2>"$OVS_TMP/ops.log" </dev/null
 	OVS_RC=$?
@@ -159,8 +163,90 @@ $(tail -3 "$OVS_TMP/takes.log"; grep '^ovs-workload' "$OVS_TMP/ops.log" | head -
 	return 0
 }
 
+# Stop every live process of $@ and wait until each is stopped (state T)
+# or gone: a process stops only once its request has left the daemon, so
+# then nothing is between preserve and change.
+stop_all() {
+	local pid state tries
+
+	for pid; do
+		kill -STOP "$pid" 2>/dev/null
+	done
+	for pid; do
+		for ((tries = 0; tries < 500; tries++)); do
+			state=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null)
+			[ -z "$state" ] || [ "$state" = T ] || [ "$state" = Z ] && break
+			sleep 0.01
+		done
+	done
+}
+
+# run_concurrent FSTYPE SEED: WORKERS seeded workloads at once on one
+# tree (rule 9: preservation and change stay atomic across the daemon's
+# threads); takes come from here, each with every worker stopped.
+run_concurrent() {
+	local fstype=$1 seed=${OVS_ORACLE_SEED:-$2} workers=${OVS_ORACLE_WORKERS:-3}
+	local pids=() i t live rc bad=0
+
+	WHAT="$fstype, seed $seed, $workers concurrent workers"
+	EXPLAINED=
+	ovs_mkfs "$fstype" 2G || return
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	mkdir -p "$SRC" "$MF"
+	ovs_run "$OVS_WORKLOAD" --seed "$((seed + 1000))" --ops 400 "$SRC"
+	assertEquals "$WHAT: initial tree: $(ovs_ran)" 0 "$OVS_RC" || return
+	take_with_manifest || return
+
+	for ((i = 0; i < workers; i++)); do
+		"$OVS_WORKLOAD" --verbose --extended --jail --seed "$((seed * 10 + i))" \
+			--ops "$((OPS / workers))" "$SRC" >"$OVS_TMP/worker.$i.out" \
+			2>"$OVS_TMP/worker.$i.log" </dev/null &
+		pids+=($!)
+	done
+	RANDOM=$seed
+	for ((t = 0; t < TAKES; t++)); do
+		sleep "0.$((RANDOM % 5 + 1))"
+		live=0
+		for i in "${pids[@]}"; do
+			kill -0 "$i" 2>/dev/null && live=$((live + 1))
+		done
+		[ "$live" -gt 0 ] || break
+		stop_all "${pids[@]}"
+		take_with_manifest
+		for i in "${pids[@]}"; do
+			kill -CONT "$i" 2>/dev/null
+		done
+	done
+	for ((i = 0; i < workers; i++)); do
+		wait "${pids[i]}"
+		rc=$?
+		[ "$rc" -eq 0 ] || bad=1
+		echo "$WHAT: worker $i: $(tail -1 "$OVS_TMP/worker.$i.out")"
+		assertEquals "$WHAT: worker $i:
+$(grep '^ovs-workload' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc"
+	done
+	take_with_manifest
+	# One log for explain_first_mismatch (ops of all workers).
+	cat "$OVS_TMP"/worker.*.log >"$OVS_TMP/ops.log"
+	: >"$OVS_TMP/takes.log"
+	check_daemon_views
+	OVS_ORACLE_WHAT=$WHAT ovs_oracle_check "$SRC" "$MF" || explain_first_mismatch view
+	drop_and_merge "$seed"
+	return 0
+}
+
 test_oracle_xfs() { run_oracle xfs 1; }
 test_oracle_ext4() { run_oracle ext4 2; }
 test_oracle_btrfs() { run_oracle btrfs 3; }
+# Held descriptors, fallocate, copy_file_range, sparse files and
+# trusted.overlay.* user xattrs on top of the plain operations.
+test_oracle_xfs_extended() { run_oracle xfs 4 --extended; }
+test_oracle_ext4_extended() { run_oracle ext4 5 --extended; }
+test_oracle_btrfs_extended() { run_oracle btrfs 6 --extended; }
+# Several workloads at once on one tree, takes in between.
+test_oracle_concurrent_xfs() { run_concurrent xfs 7; }
+test_oracle_concurrent_ext4() { run_concurrent ext4 8; }
+test_oracle_concurrent_btrfs() { run_concurrent btrfs 9; }
 
 . "$SHUNIT2"
