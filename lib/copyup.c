@@ -96,6 +96,10 @@ int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec ti
 	return 0;
 }
 
+/* Names a temp may have to skip: leftovers of a crashed daemon that ran
+ * with the same pid (likely after a reboot) and the same counter. */
+#define TMP_NAME_TRIES	100000
+
 static void tmp_name(struct ovs_layer *l, char *tmp)
 {
 	unsigned long n = __atomic_add_fetch(&l->seq, 1, __ATOMIC_RELAXED);
@@ -513,19 +517,27 @@ int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opa
 {
 	struct statx stx;
 	struct stat probe;
-	int rc;
+	int rc, tries;
 
-	tmp_name(l, tmp);
 	if (fstatat(sdirfd, *name ? name : ".", &probe, AT_SYMLINK_NOFOLLOW) < 0)
 		return ovs_err(errno, "stat %s: %m", name);
-	if (S_ISREG(probe.st_mode))
-		rc = build_regular(l, sdirfd, name, &stx, tmp, name);
-	else if (S_ISDIR(probe.st_mode))
-		rc = build_dir(l, sdirfd, name, opaque, &stx, tmp, name);
-	else
-		rc = build_other(l, sdirfd, name, &stx, tmp, name);
+	for (tries = 0; ; tries++) {
+		tmp_name(l, tmp);
+		if (S_ISREG(probe.st_mode))
+			rc = build_regular(l, sdirfd, name, &stx, tmp, name);
+		else if (S_ISDIR(probe.st_mode))
+			rc = build_dir(l, sdirfd, name, opaque, &stx, tmp, name);
+		else
+			rc = build_other(l, sdirfd, name, &stx, tmp, name);
+		/* EEXIST comes only from making the temp: a daemon that died
+		 * with our pid left one of that name (fsck removes it, not
+		 * us: it is not ours).  The next number is free. */
+		if (rc != -EEXIST || tries == TMP_NAME_TRIES)
+			break;
+	}
 	if (rc < 0) {
-		ovs_discard(l, tmp);
+		if (rc != -EEXIST)
+			ovs_discard(l, tmp);
 		return rc;
 	}
 	statx_to_stat(&stx, st);
@@ -591,10 +603,16 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
 static int make_whiteout_base(struct ovs_layer *l)
 {
 	char tmp[OVS_TMP_NAME_MAX];
+	int tries = 0;
 
-	tmp_name(l, tmp);
-	if (mknodat(l->workfd, tmp, S_IFCHR | 0, makedev(0, 0)) < 0)
-		return -errno;
+	do {
+		tmp_name(l, tmp);
+		if (mknodat(l->workfd, tmp, S_IFCHR | 0, makedev(0, 0)) == 0)
+			break;
+		/* A dead daemon with our pid may have left this name. */
+		if (errno != EEXIST || ++tries > TMP_NAME_TRIES)
+			return -errno;
+	} while (true);
 	if (renameat(l->workfd, tmp, l->workfd, OVS_WHITEOUT_BASE) < 0) {
 		int err = errno;
 

@@ -408,6 +408,41 @@ crash_case() {
 test_crash_xfs() { crash_case xfs; }
 test_crash_ext4() { crash_case ext4; }
 
+# A daemon that crashed (a power cut) left temps in work, and the next one
+# runs with the same pid (pids at boot repeat): its temp names are taken.
+# Preserving must step over them, never fail the change with EIO, and
+# never remove them (they are not its own).  The engine runs in a fresh
+# process per call, so temps are left for the pids that come next.
+test_stale_temps_of_a_dead_daemon_with_the_same_pid() {
+	ovs_mkfs xfs
+	FS=xfs
+	new_case stale
+	mkdir -p "$S/d/sub" "$S/e"
+	printf 'f\n' >"$S/f"
+	ln -s f "$S/l"
+	printf 'g\n' >"$S/d/sub/g"
+	start_layer
+	local p n
+	# Builtins only: a forked process would use up the pids to come.
+	for ((p = BASHPID; p < BASHPID + 400; p++)); do
+		for n in 1 2 3 4; do
+			printf 'stale' >"$W/#ovs.$p.$n"
+		done
+	done
+	pv object f l
+	printf 'new\n' >>"$S/f"
+	pv name newfile
+	printf 'n\n' >"$S/newfile"
+	pv rmdir e
+	rmdir "$S/e"
+	pv subtree d
+	pv name d2
+	mv "$S/d" "$S/d2"
+	assertEquals "$FS/$CASE: the stale temps are left alone" 1600 \
+		"$(find "$W" -maxdepth 1 -name '#ovs.*' | wc -l)"
+	check_view
+}
+
 test_hlmap() {
 	ovs_mkfs xfs
 	local s=$OVS_MNT/hl
