@@ -368,6 +368,34 @@ int ovs_preserve_rmdir(struct ovs_layer *l, const char *path)
 
 /* ---- rule 2 ------------------------------------------------------------------ */
 
+/* 1 if the directory at path in SRC has no entries, 0 if it has.  Read
+ * with O_NOATIME: its copy-up may follow and must record the old atime. */
+static int src_dir_is_empty(struct ovs_layer *l, const char *path)
+{
+	struct dirent *de;
+	DIR *dir;
+	int fd, empty = 1;
+
+	fd = ovs_src_open(l, path, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return ovs_err(-fd, "open %s: %s", path, strerror(-fd));
+	dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return ovs_err(ENOMEM, "read %s: out of memory", path);
+	}
+	while (errno = 0, (de = readdir(dir))) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	}
+	if (empty && errno)
+		empty = ovs_err(errno, "read %s: %m", path);
+	closedir(dir);
+	return empty;
+}
+
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
 {
 	char ubuf[PATH_MAX];
@@ -383,9 +411,15 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 	rc = src_stat(l, path, &st);
 	if (rc == 0) {
 		/* Only an empty directory can be replaced by a new name
-		 * (rename over it): that is its rmdir. */
-		if (S_ISDIR(st.st_mode))
+		 * (rename over it): that is its rmdir.  Over a non-empty one
+		 * the change fails (EEXIST, ENOTEMPTY), and an opaque copy
+		 * would hide its entries from the snapshot (rule 3). */
+		if (S_ISDIR(st.st_mode)) {
+			rc = src_dir_is_empty(l, path);
+			if (rc <= 0)
+				return rc;
 			return ovs_preserve_rmdir(l, path);
+		}
 		return preserve_object(l, m, path, &st);
 	}
 	if (rc != -ENOENT)

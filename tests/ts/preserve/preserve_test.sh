@@ -211,6 +211,8 @@ case_rename_over() {
 	printf 'a\n' >"$S/a"
 	printf 'b\n' >"$S/b"
 	mkdir "$S/emptydir"
+	mkdir -p "$S/full/sub"
+	printf 'kept\n' >"$S/full/sub/f"
 	start_layer
 	pv object a
 	pv name b
@@ -221,6 +223,11 @@ case_rename_over() {
 	# c is born after the layer: it must not show
 	pv name c
 	printf 'c\n' >"$S/c"
+	# A create over a non-empty directory fails (EEXIST, ENOTEMPTY):
+	# preserving its name must not turn it into an empty opaque copy.
+	pv name full
+	mkdir "$S/full" 2>/dev/null
+	pv name full/sub
 	check_view
 }
 
