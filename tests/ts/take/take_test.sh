@@ -172,6 +172,21 @@ test_hard_link_modified_through_one_name() {
 	check_snapshots
 }
 
+# Rule 6 with names that moved: one name renamed in an earlier epoch and
+# in this one, then the inode changed through the other name and its
+# directory renamed.  Every snapshot shows both names, linked.
+test_hard_link_renamed_then_modified_through_the_other_name() {
+	mv "$SRC/dir/hl2" "$SRC/hl2moved"
+	take_snapshot
+	mv "$SRC/hl2moved" "$SRC/dir/sub/hl2again"
+	take_snapshot
+	printf 'via hl1\n' >>"$SRC/dir/hl1"
+	mv "$SRC/dir" "$SRC/dir2"
+	printf 'again\n' >>"$SRC/dir2/sub/hl2again"
+	rm "$SRC/dir2/hl1"
+	check_snapshots
+}
+
 test_hard_link_created_after_take() {
 	ln "$SRC/file" "$SRC/dir/newlink"
 	printf 'both\n' >>"$SRC/dir/newlink"
