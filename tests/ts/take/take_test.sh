@@ -229,8 +229,17 @@ test_mmap_dirty_before_take_belongs_to_snapshot() {
 	local pid=$!
 	ovs_wait_for_file "$OVS_TMP/ready"
 	# The page is dirty in the kernel, not yet written to the daemon: the
-	# take must force it out and record it in the snapshot.
-	take_snapshot
+	# take must force it out and record it in the snapshot.  The manifest
+	# is recorded right after the take (nothing changes in between): the
+	# file's mtime is the time the daemon got the write, at the take,
+	# since the kernel sends no mtime of its own for a dirty page.  Were
+	# the page written back after the switch, the snapshot would show the
+	# old content and differ from it.
+	local id
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take exit status (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	id=$OVS_OUT
+	"$MANIFEST" "$SRC" >"$MF/$id.manifest" || fail "manifest of $SRC"
 	touch "$OVS_TMP/go"
 	wait $pid
 	printf 'after\n' >"$SRC/file"
