@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -299,6 +300,35 @@ static void usage(FILE *out)
 		"See ovsnapd(8).\n");
 }
 
+/*
+ * Like passthrough_hp, the daemon holds an O_PATH fd for every inode the
+ * kernel remembers: one per file of a large tree.  Inheriting the
+ * caller's limit (1024 in a login shell) made creates fail with EMFILE
+ * after a thousand files.  Raise it as far as the system allows.
+ */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+	unsigned long nr_open = 0;
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (nr_open > rl.rlim_max) {
+		struct rlimit want = { nr_open, nr_open };
+
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			return;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -346,6 +376,7 @@ int main(int argc, char **argv)
 		openlog("ovsnapd", LOG_PID, LOG_DAEMON);
 	/* New files get exactly the mode the caller's request carries. */
 	umask(0);
+	raise_nofile_limit();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stderr, NULL, _IOLBF, 0);
 

@@ -181,4 +181,19 @@ test_stop_refuses_while_files_are_open() {
 	assertEquals "the real directory is back" "original" "$(cat "$SRC/file")"
 }
 
+# The daemon holds an fd per inode the kernel remembers: started from a
+# shell with the usual soft limit of 1024 it must still serve thousands.
+test_many_inodes_with_a_low_caller_fd_limit() {
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run bash -c "ulimit -Sn 1024 && exec '$OVSNAP' activate '$SRC'"
+	assertEquals "activate with a soft limit of 1024 fds: $(ovs_ran)" 0 "$OVS_RC"
+	mkdir "$SRC/many"
+	(cd "$SRC/many" && touch $(seq -f 'f%g' 1 3000))
+	assertEquals "3000 creates through the mount" 0 $?
+	assertEquals "all of them are there" 3000 "$(ls "$SRC/many" | wc -l)"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a take afterwards: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
