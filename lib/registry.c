@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ovsnap-private.h"
+#include "preserve.h"
 
 const char *ovs_snap_state_name(enum ovs_snap_state s)
 {
@@ -630,78 +631,6 @@ static int need_store(struct ovs_volume *v)
 	return 0;
 }
 
-/* Give the new upper root the metadata of SRC's root (rule 7): owner, mode,
- * xattrs (trusted.overlay.* escaped, rule 14), times last. */
-static int copy_root_metadata(int rootfd, int upperfd, const char *upper)
-{
-	struct stat st;
-	char *names = NULL, *val = NULL;
-	ssize_t nlen;
-	int rc = 0;
-
-	if (fstat(rootfd, &st) < 0)
-		return ovs_err(errno, "stat the source root: %m");
-	if (fchown(upperfd, st.st_uid, st.st_gid) < 0 ||
-	    fchmod(upperfd, st.st_mode & 07777) < 0)
-		return ovs_err(errno, "%s: %m", upper);
-
-	nlen = flistxattr(rootfd, NULL, 0);
-	if (nlen < 0 && errno != ENOTSUP)
-		return ovs_err(errno, "list xattrs of the source root: %m");
-	if (nlen > 0) {
-		names = malloc(nlen);
-		if (!names)
-			return ovs_err(ENOMEM, "out of memory");
-		nlen = flistxattr(rootfd, names, nlen);
-		if (nlen < 0) {
-			rc = ovs_err(errno, "list xattrs of the source root: %m");
-			goto out;
-		}
-	}
-	for (char *n = names; n && n < names + nlen; n += strlen(n) + 1) {
-		char escaped[XATTR_NAME_MAX + 32];
-		const char *dst = n;
-		ssize_t vlen = fgetxattr(rootfd, n, NULL, 0);
-
-		if (vlen < 0) {
-			if (errno == ENODATA)
-				continue;
-			rc = ovs_err(errno, "read xattr %s of the source root: %m", n);
-			goto out;
-		}
-		free(val);
-		val = malloc(vlen + 1);
-		if (!val) {
-			rc = ovs_err(ENOMEM, "out of memory");
-			goto out;
-		}
-		vlen = fgetxattr(rootfd, n, val, vlen);
-		if (vlen < 0) {
-			rc = ovs_err(errno, "read xattr %s of the source root: %m", n);
-			goto out;
-		}
-		/* user data that looks like overlay metadata gets escaped */
-		if (strncmp(n, "trusted.overlay.", 16) == 0) {
-			snprintf(escaped, sizeof(escaped), "trusted.overlay.overlay.%s", n + 16);
-			dst = escaped;
-		}
-		if (fsetxattr(upperfd, dst, val, vlen, 0) < 0) {
-			rc = ovs_err(errno, "%s: set xattr %s: %m", upper, dst);
-			goto out;
-		}
-	}
-	{
-		struct timespec ts[2] = { st.st_atim, st.st_mtim };
-
-		if (futimens(upperfd, ts) < 0)
-			rc = ovs_err(errno, "%s: set times: %m", upper);
-	}
-out:
-	free(names);
-	free(val);
-	return rc;
-}
-
 static int make_layer(struct ovs_volume *v, uint64_t id, int rootfd)
 {
 	char idname[32], upper[PATH_MAX];
@@ -738,9 +667,13 @@ static int make_layer(struct ovs_volume *v, uint64_t id, int rootfd)
 		goto out;
 	}
 	if (rootfd >= 0) {
-		rc = copy_root_metadata(rootfd, upperfd, upper);
-		if (rc < 0)
+		/* the engine's copy of a directory's metadata: owner, mode,
+		 * escaped xattrs, origin, times (rule 7) */
+		rc = ovs_copy_root_metadata(rootfd, upperfd);
+		if (rc < 0) {
+			rc = ovs_err_keep(-rc, "%s", upper);
 			goto out;
+		}
 	}
 	if (fsync(upperfd) < 0 || fsync(idfd) < 0 || fsync(layersfd) < 0) {
 		rc = ovs_err(errno, "%s: fsync: %m", upper);
