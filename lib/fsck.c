@@ -781,8 +781,13 @@ struct linked {
 
 struct src_ctx {
 	bool check_changes;
-	int64_t since_ns;	/* changes after this were not preserved */
+	/* changes with a ctime in (since_ns, until_ns] were not preserved */
+	int64_t since_ns;
+	int64_t until_ns;	/* INT64_MAX while still unprotected */
 	const char *since_why;
+	/* the mount died after until_ns (the reactivation): changes after
+	 * it are unprotected too, for this reason; NULL when it runs */
+	const char *later_why;
 	int *upperfds;		/* every snapshot's upper, oldest first */
 	size_t nuppers;
 	struct linked *links;
@@ -866,9 +871,12 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 		if (sc->links[sc->nlinks].path)
 			sc->nlinks++;
 	}
-	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns) {
+	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns &&
+	    (ts_ns(&st->st_ctim) <= sc->until_ns || sc->later_why)) {
 		char when[64], affected[160];
 		bool dir = S_ISDIR(st->st_mode);
+		const char *why = ts_ns(&st->st_ctim) <= sc->until_ns ? sc->since_why :
+				  sc->later_why;
 
 		if (!affected_snapshots(ck, sc, path, dir, affected, sizeof(affected)))
 			return;
@@ -877,12 +885,12 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
 				"changed at %s while unprotected (%s) and not preserved: "
 				"%s may show its new state instead of the past",
-				when, sc->since_why, affected);
+				when, why, affected);
 		else
 			finding(ck, OVS_FSCK_ERROR, NULL, full, "unprotected-change", NULL,
 				"directory changed at %s while unprotected (%s): if entries "
 				"were deleted from it then, %s miss%s them (possibly incomplete)",
-				when, sc->since_why, affected,
+				when, why, affected,
 				strncmp(affected, "snapshots", 9) ? "es" : "");
 	}
 }
@@ -916,7 +924,7 @@ static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 
 static void check_src(struct fsck *ck)
 {
-	struct src_ctx sc = { 0 };
+	struct src_ctx sc = { .until_ns = INT64_MAX };
 	size_t n = ck->registry_ok ? ovs_snapshot_count(ck->v) : 0;
 
 	if (ck->srcfd < 0)
@@ -924,14 +932,22 @@ static void check_src(struct fsck *ck)
 	if (n > 0) {
 		const struct ovs_snapshot *newest = ovs_snapshot_at(ck->v, n - 1);
 		int64_t deact = ovs_volume_deactivated_ns(ck->v);
+		int64_t act = ck->v->reg.activated_ns;
 
-		/* Unprotected since the last deactivation, unless a snapshot
-		 * was taken after it; or since the newest snapshot, if the
-		 * mount is gone now (when exactly it died, nobody knows). */
+		/* Unprotected from the last deactivation until the activation
+		 * that followed it (or until now, if none did or the registry
+		 * predates activated-ns), unless a snapshot was taken after
+		 * the deactivation; or since the newest snapshot, if the mount
+		 * is gone now (when exactly it died, nobody knows). */
 		if (deact > newest->created_ns) {
 			sc.check_changes = true;
 			sc.since_ns = deact;
 			sc.since_why = "the volume was deactivated";
+			if (ovs_volume_active(ck->v) && act >= deact) {
+				sc.until_ns = act;
+				if (ck->unprotected)
+					sc.later_why = "the snapshot mount was not running";
+			}
 		} else if (ck->unprotected) {
 			sc.check_changes = true;
 			sc.since_ns = newest->created_ns;

@@ -25,6 +25,7 @@
  *	next-id 4
  *	active 0
  *	deactivated-ns 0
+ *	activated-ns 0              (optional: absent in older files, read as 0)
  *	snapshot 1 - 1764669600123456789 frozen 0
  *	snapshot 3 nightly 1764669601000000000 active 1
  *	end
@@ -50,6 +51,8 @@ struct ovs_registry {
 	uint64_t next_id;
 	bool active;
 	int64_t deactivated_ns;		/* last deactivation, 0 = never */
+	int64_t activated_ns;		/* last activation after being inactive,
+					 * 0 = never or not recorded */
 	struct ovs_snapshot *snaps;	/* oldest first */
 	size_t nsnaps;
 };

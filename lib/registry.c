@@ -148,8 +148,13 @@ struct parser {
 
 enum {
 	KEY_SOURCE, KEY_FSTYPE, KEY_FSUUID, KEY_CLONE, KEY_NEXT_ID, KEY_ACTIVE,
-	KEY_DEACTIVATED_NS, NKEYS
+	KEY_DEACTIVATED_NS, KEY_ACTIVATED_NS, NKEYS
 };
+/* Keys added after version 1 was in use: a registry written before them
+ * lacks them and reads as their zero value (activated-ns 0: unknown, so
+ * fsck takes every change since the deactivation as unprotected). */
+#define OPTIONAL_KEYS	(1u << KEY_ACTIVATED_NS)
+
 static const char *const header_keys[NKEYS] = {
 	[KEY_SOURCE] = "source",
 	[KEY_FSTYPE] = "fstype",
@@ -158,6 +163,7 @@ static const char *const header_keys[NKEYS] = {
 	[KEY_NEXT_ID] = "next-id",
 	[KEY_ACTIVE] = "active",
 	[KEY_DEACTIVATED_NS] = "deactivated-ns",
+	[KEY_ACTIVATED_NS] = "activated-ns",
 };
 
 static int bad(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -241,10 +247,14 @@ static int parse_header(struct parser *p, char *key, char *val)
 			rc = bad(p, "next-id must be at least 1");
 		break;
 	case KEY_DEACTIVATED_NS:
+	case KEY_ACTIVATED_NS:
 		rc = parse_num(p, key, val, &num);
 		if (!rc && num > INT64_MAX)
 			rc = bad(p, "bad number '%s' for %s", val, key);
-		r->deactivated_ns = (int64_t)num;
+		if (k == KEY_DEACTIVATED_NS)
+			r->deactivated_ns = (int64_t)num;
+		else
+			r->activated_ns = (int64_t)num;
 		break;
 	}
 	return rc;
@@ -258,9 +268,9 @@ static int parse_snapshot(struct parser *p, char *rest)
 	int nf = 0;
 	uint64_t num;
 
-	if (p->seen != (1u << NKEYS) - 1) {
+	if ((p->seen | OPTIONAL_KEYS) != (1u << NKEYS) - 1) {
 		for (int k = 0; k < NKEYS; k++)
-			if (!(p->seen & (1u << k)))
+			if (!((p->seen | OPTIONAL_KEYS) & (1u << k)))
 				return bad(p, "snapshot before the header key '%s'", header_keys[k]);
 	}
 	p->in_snapshots = true;
@@ -341,7 +351,7 @@ static int parse_end(struct parser *p)
 	struct ovs_registry *r = p->reg;
 
 	for (int k = 0; k < NKEYS; k++)
-		if (!(p->seen & (1u << k)))
+		if (!((p->seen | OPTIONAL_KEYS) & (1u << k)))
 			return bad(p, "missing key '%s'", header_keys[k]);
 	if (r->nsnaps && r->snaps[r->nsnaps - 1].state != OVS_SNAP_ACTIVE)
 		return bad(p, "the newest snapshot %llu is not active",
@@ -458,6 +468,7 @@ int ovs_registry_format(const struct ovs_registry *r, char **text, size_t *len)
 	fprintf(f, "next-id %llu\n", (unsigned long long)r->next_id);
 	fprintf(f, "active %d\n", r->active);
 	fprintf(f, "deactivated-ns %lld\n", (long long)r->deactivated_ns);
+	fprintf(f, "activated-ns %lld\n", (long long)r->activated_ns);
 	for (size_t i = 0; i < r->nsnaps; i++) {
 		const struct ovs_snapshot *s = &r->snaps[i];
 
@@ -824,10 +835,15 @@ int ovs_registry_set_active(struct ovs_volume *v, bool active)
 	rc = ovs_registry_copy(&next, &v->reg);
 	if (rc < 0)
 		return rc;
-	/* deactivated-ns keeps the last switch-off: changes made while
-	 * unprotected are not in the snapshots taken before it */
+	/* deactivated-ns keeps the last switch-off and activated-ns the
+	 * last switch-on: changes made between the two were not preserved
+	 * in the snapshots taken before (fsck reports them); those after
+	 * the switch-on were.  The caller switches on once the snapshot
+	 * mount is up, so the recorded window can only be too wide. */
 	if (next.active && !active)
 		next.deactivated_ns = ovs_now_ns();
+	else if (!next.active && active)
+		next.activated_ns = ovs_now_ns();
 	next.active = active;
 	return commit(v, &next);
 }

@@ -36,6 +36,7 @@ static const char canonical[] =
 	"next-id 7\n"
 	"active 1\n"
 	"deactivated-ns 1764669000000000000\n"
+	"activated-ns 1764669300000000000\n"
 	"snapshot 1 - 1764669600123456789 frozen 0\n"
 	"snapshot 4 nightly.2026-12-02 1764669601000000000 frozen 1\n"
 	"snapshot 6 before_upgrade 1764669602000000001 active 0\n"
@@ -53,7 +54,9 @@ static void test_round_trip(void)
 	      reg.source);
 	CHECK(reg.nsnaps == 3 && reg.snaps[1].hold && reg.snaps[2].state == OVS_SNAP_ACTIVE,
 	      "snapshots parsed wrong");
-	CHECK(reg.next_id == 7 && reg.active && reg.can_clone, "header parsed wrong");
+	CHECK(reg.next_id == 7 && reg.active && reg.can_clone &&
+	      reg.deactivated_ns == 1764669000000000000 && reg.activated_ns == 1764669300000000000,
+	      "header parsed wrong");
 	CHECK(ovs_registry_format(&reg, &text, &len) == 0, "format failed");
 	CHECK(len == strlen(canonical) && strcmp(text, canonical) == 0,
 	      "format(parse(text)) differs:\n%s", text);
@@ -71,6 +74,19 @@ static void test_round_trip(void)
 	CHECK(ovs_registry_format(&empty, &t3, &l3) == 0, "format empty");
 	CHECK(ovs_registry_parse("t", t3, l3, &e2) == 0 && e2.nsnaps == 0 &&
 	      strcmp(e2.source, "/") == 0, "empty registry round trip");
+	free(t3);
+	ovs_registry_clear(&e2);
+
+	/* a registry written before activated-ns existed still loads, as
+	 * activated-ns 0, and is written back with the key */
+	static const char old[] =
+		"ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\nclone 0\n"
+		"next-id 2\nactive 1\ndeactivated-ns 5\nsnapshot 1 - 3 active 0\nend\n";
+	CHECK(ovs_registry_parse("t", old, strlen(old), &e2) == 0 && e2.activated_ns == 0 &&
+	      e2.deactivated_ns == 5 && e2.nsnaps == 1,
+	      "registry without activated-ns: %s", ovs_last_error());
+	CHECK(ovs_registry_format(&e2, &t3, &l3) == 0 && strstr(t3, "\nactivated-ns 0\n"),
+	      "activated-ns not written");
 	free(t3);
 	ovs_registry_clear(&e2);
 	free(text);
@@ -114,7 +130,7 @@ static const struct corruption corruptions[] = {
 	{ "future version", 1, "ovsnap-registry 2\n", NULL, 1, "unsupported registry version 2" },
 	{ "unknown key", 3, "fstype xfs\ncolour blue\n", NULL, 4, "unknown key 'colour'" },
 	{ "duplicate key", 5, "clone 1\nclone 0\n", NULL, 6, "duplicate key 'clone'" },
-	{ "key missing before snapshots", 5, NULL, NULL, 8,
+	{ "key missing before snapshots", 5, NULL, NULL, 9,
 	  "snapshot before the header key 'clone'" },
 	{ "missing key", 0, NULL, "ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\n"
 	  "next-id 1\nactive 0\ndeactivated-ns 0\nend\n", 8, "missing key 'clone'" },
@@ -125,38 +141,45 @@ static const struct corruption corruptions[] = {
 	{ "relative source", 2, "source srv\n", NULL, 2, "source is not an absolute path" },
 	{ "bad escape", 2, "source /a\\x4\n", NULL, 2, "bad escape in the source path" },
 	{ "unescaped control byte", 2, "source /a\tb\n", NULL, 2, "bad escape" },
-	{ "duplicate id", 10, "snapshot 1 dup 1764669601000000000 frozen 1\n", NULL, 10,
+	{ "duplicate id", 11, "snapshot 1 dup 1764669601000000000 frozen 1\n", NULL, 11,
 	  "duplicate snapshot id 1" },
-	{ "ids out of order", 9, "snapshot 5 - 1764669600123456789 frozen 0\n", NULL, 10,
+	{ "ids out of order", 10, "snapshot 5 - 1764669600123456789 frozen 0\n", NULL, 11,
 	  "snapshot id 4 out of order (after 5)" },
-	{ "id not below next-id", 11, "snapshot 7 x 1764669602000000001 active 0\n", NULL, 11,
+	{ "id not below next-id", 12, "snapshot 7 x 1764669602000000001 active 0\n", NULL, 12,
 	  "snapshot id 7 is not below next-id 7" },
-	{ "duplicate name", 11, "snapshot 6 nightly.2026-12-02 1764669602000000001 active 0\n",
-	  NULL, 11, "duplicate snapshot name" },
-	{ "bad name", 11, "snapshot 6 ../x 1764669602000000001 active 0\n", NULL, 11,
+	{ "duplicate name", 12, "snapshot 6 nightly.2026-12-02 1764669602000000001 active 0\n",
+	  NULL, 12, "duplicate snapshot name" },
+	{ "bad name", 12, "snapshot 6 ../x 1764669602000000001 active 0\n", NULL, 12,
 	  "bad snapshot name '../x'" },
-	{ "too few fields", 11, "snapshot 6 x 1764669602000000001 active\n", NULL, 11,
+	{ "too few fields", 12, "snapshot 6 x 1764669602000000001 active\n", NULL, 12,
 	  "needs 5 fields" },
-	{ "too many fields", 11, "snapshot 6 x 1764669602000000001 active 0 9\n", NULL, 11,
+	{ "too many fields", 12, "snapshot 6 x 1764669602000000001 active 0 9\n", NULL, 12,
 	  "needs 5 fields" },
-	{ "double space", 11, "snapshot 6  x 1764669602000000001 active 0\n", NULL, 11,
+	{ "double space", 12, "snapshot 6  x 1764669602000000001 active 0\n", NULL, 12,
 	  "empty field" },
-	{ "bad state", 11, "snapshot 6 x 1764669602000000001 live 0\n", NULL, 11,
+	{ "bad state", 12, "snapshot 6 x 1764669602000000001 live 0\n", NULL, 12,
 	  "unknown snapshot state 'live'" },
-	{ "active not newest", 10, "snapshot 4 n 1764669601000000000 active 1\n", NULL, 11,
+	{ "active not newest", 11, "snapshot 4 n 1764669601000000000 active 1\n", NULL, 12,
 	  "snapshot 4 is active but not the newest" },
-	{ "newest frozen", 11, "snapshot 6 x 1764669602000000001 frozen 0\n", NULL, 12,
+	{ "newest frozen", 12, "snapshot 6 x 1764669602000000001 frozen 0\n", NULL, 13,
 	  "newest snapshot 6 is not active" },
-	{ "bad hold", 11, "snapshot 6 x 1764669602000000001 active 2\n", NULL, 11,
+	{ "bad hold", 12, "snapshot 6 x 1764669602000000001 active 2\n", NULL, 12,
 	  "hold must be 0 or 1" },
-	{ "header after snapshots", 11,
-	  "snapshot 6 x 1764669602000000001 active 0\nactive 0\n", NULL, 12,
+	{ "header after snapshots", 12,
+	  "snapshot 6 x 1764669602000000001 active 0\nactive 0\n", NULL, 13,
 	  "'active' after the snapshots" },
 	{ "empty line", 4, "\n", NULL, 4, "empty line" },
+	{ "bad activated-ns", 9, "activated-ns 3x\n", NULL, 9,
+	  "bad number '3x' for activated-ns" },
+	{ "duplicate activated-ns", 9, "activated-ns 1\nactivated-ns 2\n", NULL, 10,
+	  "duplicate key 'activated-ns'" },
+	{ "activated-ns after the snapshots", 12,
+	  "snapshot 6 x 1764669602000000001 active 0\nactivated-ns 1\n", NULL, 13,
+	  "'activated-ns' after the snapshots" },
 	{ "text after end", 0, NULL, "ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\n"
 	  "clone 0\nnext-id 1\nactive 0\ndeactivated-ns 0\nend\nend\n", 10,
 	  "text after the end line" },
-	{ "no end line", 12, NULL, NULL, 12, "truncated (no end line)" },
+	{ "no end line", 13, NULL, NULL, 13, "truncated (no end line)" },
 	{ "no final newline", 0, NULL, "ovsnap-registry 1\nsource /a", 2,
 	  "truncated (no newline at the end)" },
 	{ "empty file", 0, NULL, "", 1, "empty file" },
@@ -313,6 +336,15 @@ static void test_mutations(void)
 	      "activate");
 	CHECK(ovs_registry_set_active(&v, false) == 0 && !v.reg.active && v.reg.deactivated_ns > 0,
 	      "deactivate records when");
+	CHECK(ovs_registry_set_active(&v, true) == 0 && v.reg.active &&
+	      v.reg.activated_ns >= v.reg.deactivated_ns, "reactivate records when");
+	{
+		int64_t act = v.reg.activated_ns, deact = v.reg.deactivated_ns;
+
+		CHECK(ovs_registry_set_active(&v, true) == 0 && v.reg.activated_ns == act &&
+		      v.reg.deactivated_ns == deact, "activating an active volume changes nothing");
+	}
+	CHECK(ovs_registry_set_active(&v, false) == 0 && !v.reg.active, "deactivate again");
 
 	CHECK(ovs_registry_remove_snapshot(&v, 3) == 0, "remove newest");
 	CHECK(v.reg.nsnaps == 2 && v.reg.snaps[1].id == 2 && v.reg.snaps[1].state == OVS_SNAP_ACTIVE,
