@@ -140,9 +140,6 @@ static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 		    (rc < 0 && rc != -ENOENT)) {
 			if (rc == 0 && st) {
 				view_fill_stat(s, path, o, st);
-				/* overlayfs shows merged directories with nlink 1 ("unknown") */
-				if (S_ISDIR(st->st_mode) && (o->merges_src || o->layer != VIEW_SRC))
-					st->st_nlink = 1;
 			}
 			if (sp && rc == 0)
 				*sp = s;
@@ -601,6 +598,83 @@ static void vop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/*
+ * READDIRPLUS from the listing taken at opendir: every entry with the
+ * attributes a LOOKUP would have answered, so a walk of the view costs no
+ * LOOKUP per entry.  The attributes were validated together with the
+ * listing (a preservation of any entry in SRC adds it to U_n's directory
+ * at the path, which moves the signature checked at opendir), and a
+ * snapshot never changes afterwards, so they may be handed out later.
+ * Each entry handed to the kernel is one lookup reference on its node,
+ * as the kernel links (or forgets) every entry of the reply.
+ */
+static void vop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			     struct fuse_file_info *fi)
+{
+	struct view *vw = VIEW(req);
+	struct vdir *d = (struct vdir *)(uintptr_t)fi->fh;
+	const char *dir = node_of(ino)->path;
+	char *buf = malloc(size), *p = buf;
+	size_t left = size, ngot = 0;
+	fuse_ino_t *got;
+
+	got = calloc(d->n + 1, sizeof(*got));
+	if (!buf || !got) {
+		free(buf);
+		free(got);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t i = off; i < (off_t)d->n + 2; i++) {
+		struct fuse_entry_param e = { 0 };
+		struct vnode *n = NULL;
+		const char *name;
+		size_t len;
+
+		if (i < 2) {
+			/* no lookup reference: the kernel skips "." and ".." */
+			name = i == 0 ? "." : "..";
+			e.attr.st_ino = i == 0 ? d->self_ino : d->parent_ino;
+			e.attr.st_mode = S_IFDIR;
+		} else {
+			const struct view_dirent *de = &d->ents[i - 2];
+			char *path = child_path(dir, de->name);
+
+			name = de->name;
+			n = path ? node_get(path) : NULL;
+			free(path);
+			if (!n) {
+				if (p == buf) {
+					free(buf);
+					free(got);
+					fuse_reply_err(req, ENOMEM);
+					return;
+				}
+				break;
+			}
+			e.ino = node_id(n);
+			e.attr = de->st;
+			e.attr_timeout = vw->timeout;
+			e.entry_timeout = vw->timeout;
+		}
+		len = fuse_add_direntry_plus(req, p, left, name, &e, i + 1);
+		if (len > left) {
+			if (n)
+				node_forget(node_id(n), 1);
+			break;
+		}
+		if (n)
+			got[ngot++] = node_id(n);
+		p += len;
+		left -= len;
+	}
+	if (fuse_reply_buf(req, buf, size - left) != 0)
+		for (size_t k = 0; k < ngot; k++)
+			node_forget(got[k], 1);
+	free(buf);
+	free(got);
+}
+
 static void vop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vdir *d = (struct vdir *)(uintptr_t)fi->fh;
@@ -774,6 +848,14 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	/* every chunk of a listing with its attributes: with the "auto"
+	 * heuristic the kernel would fall back to plain READDIR after the
+	 * first chunk when the walker's stats were all answered from the
+	 * cache, and then LOOKUP the rest one by one */
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	}
 	/* the kernel must not cache writes it will never be allowed */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
@@ -791,6 +873,7 @@ const struct fuse_lowlevel_ops view_ops = {
 	.release = vop_release,
 	.opendir = vop_opendir,
 	.readdir = vop_readdir,
+	.readdirplus = vop_readdirplus,
 	.releasedir = vop_releasedir,
 	.getxattr = vop_getxattr,
 	.listxattr = vop_listxattr,

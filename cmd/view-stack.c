@@ -414,12 +414,16 @@ void view_fill_stat(struct view_stack *s, const char *path, const struct view_ob
 	*st = o->st;
 	/* the root of every layer stands for SRC's root, whose number never
 	 * changes */
-	if (!*path && fstat(s->srcfd, &root) == 0) {
-		st->st_ino = root.st_ino;
-		return;
-	}
-	if (o->layer != VIEW_SRC && read_origin(view_obj_dirfd(s, o), path, &ino, &st->st_ctim))
+	if (!*path) {
+		if (fstat(s->srcfd, &root) == 0)
+			st->st_ino = root.st_ino;
+	} else if (o->layer != VIEW_SRC &&
+		   read_origin(view_obj_dirfd(s, o), path, &ino, &st->st_ctim)) {
 		st->st_ino = ino;
+	}
+	/* overlayfs shows merged directories with nlink 1 ("unknown") */
+	if (S_ISDIR(st->st_mode) && (o->merges_src || o->layer != VIEW_SRC))
+		st->st_nlink = 1;
 }
 
 /* ---- merged listings ---------------------------------------------------- */
@@ -448,20 +452,24 @@ int view_list(struct view_stack *s, const char *path, struct view_dirent **ents,
 		};
 		char *p;
 
+		o.merges_src = S_ISDIR(o.st.st_mode) && o.layer != VIEW_SRC &&
+			       re[i].e.lowest == (int)s->nlayers;
 		/* take the name over: the resolver's copy is ours now */
 		out[i].name = re[i].name;
 		re[i].name = NULL;
 		out[i].type = IFTODT(re[i].e.st.st_mode);
-		if (o.layer == VIEW_SRC) {
+		if (o.layer == VIEW_SRC)
 			*from_src = true;
-			out[i].ino = o.st.st_ino;
-		} else if (asprintf(&p, "%s%s%s", path, *path ? "/" : "", out[i].name) >= 0) {
-			/* a copied-up object shows its original inode number */
-			out[i].ino = view_shown_ino(s, p, &o);
-			free(p);
-		} else {
-			out[i].ino = o.st.st_ino;
+		if (asprintf(&p, "%s%s%s", path, *path ? "/" : "", out[i].name) < 0) {
+			ovs_resolve_dirents_free(re, cnt);
+			view_list_free(out, cnt);
+			return -ENOMEM;
 		}
+		/* what a lookup of the entry shows: a copied-up object
+		 * carries its original inode number and ctime */
+		view_fill_stat(s, p, &o, &out[i].st);
+		out[i].ino = out[i].st.st_ino;
+		free(p);
 	}
 	ovs_resolve_dirents_free(re, cnt);
 	*ents = out;

@@ -126,7 +126,8 @@ int view_obj_dirfd(struct view_stack *s, const struct view_obj *o);
 /* The st_ino the view shows: the original inode number kept in the
  * origin xattr of a copied-up object, SRC's own number otherwise. */
 ino_t view_shown_ino(struct view_stack *s, const char *path, const struct view_obj *o);
-/* Fill st for the view from o (ino, ctime from the origin). */
+/* Fill st for the view from o (ino, ctime from the origin; nlink 1 for a
+ * directory merged from several layers, as overlayfs shows it). */
 void view_fill_stat(struct view_stack *s, const char *path, const struct view_obj *o,
 		    struct stat *st);
 
@@ -135,8 +136,11 @@ struct view_dirent {
 	char *name;
 	unsigned char type;	/* DT_* */
 	ino_t ino;		/* as the view shows it */
+	struct stat st;		/* as the view shows it (view_fill_stat) */
 };
-/* The merged entries of the directory at path, without "." and "..". */
+/* The merged entries of the directory at path, without "." and "..", with
+ * the attributes a lookup of each would give: they are validated together
+ * with the listing (view.h), so READDIRPLUS may hand them out. */
 int view_list(struct view_stack *s, const char *path, struct view_dirent **ents,
 	      size_t *n, bool *from_src);
 void view_list_free(struct view_dirent *ents, size_t n);
