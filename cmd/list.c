@@ -142,6 +142,32 @@ static int list_volumes(void)
 
 /* ---- one volume -------------------------------------------------------------- */
 
+/* What dropping the snapshot would free (its layer's own extents). */
+static int snapshot_space(struct ovs_volume *v, uint64_t id, uint64_t *bytes)
+{
+	char upper[PATH_MAX];
+	int rc = ovs_snapshot_upper(v, id, upper, sizeof(upper));
+
+	return rc < 0 ? rc : ovs_layer_space(upper, bytes);
+}
+
+/* 1024-based with one decimal, as lsblk and du -h: "0B", "4K", "1.5G". */
+static void format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char units[] = "BKMGTPE";
+	double v = bytes;
+	int u = 0;
+
+	while (v >= 1024 && units[u + 1]) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0 || v >= 10)
+		snprintf(buf, len, "%.0f%c", v, units[u]);
+	else
+		snprintf(buf, len, "%.1f%c", v, units[u]);
+}
+
 /* Where a snapshot is mounted as a view: "/a, /b (kernel)" or "". */
 static int set_mounts_cell(struct libscols_line *ln, int col, uint64_t id,
 			   const struct ovs_view_mount *views, size_t nviews)
@@ -200,6 +226,7 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 	for (size_t i = 0; i < n; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 		char created[64], upper[PATH_MAX];
+		uint64_t space;
 		int rc = ovs_snapshot_upper(v, s->id, upper, sizeof(upper));
 
 		if (rc < 0)
@@ -215,6 +242,10 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 		fputs(", \"state\": ", stdout);
 		ovs_json_string(ovs_snap_state_name(s->state));
 		printf(", \"hold\": %s", s->hold ? "true" : "false");
+		rc = snapshot_space(v, s->id, &space);
+		if (rc < 0)
+			return rc;
+		printf(", \"space\": %" PRIu64, space);
 		print_mounts_json(s->id, views, nviews);
 		putchar('}');
 	}
@@ -225,8 +256,8 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mount *views,
 				 size_t nviews)
 {
-	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", "MOUNTS", NULL };
-	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0, SCOLS_FL_WRAP };
+	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", "SPACE", "MOUNTS", NULL };
+	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0, SCOLS_FL_RIGHT, SCOLS_FL_WRAP };
 	size_t n = ovs_snapshot_count(v);
 	struct libscols_table *tb;
 	int rc = 0;
@@ -239,7 +270,8 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 		struct libscols_line *ln = scols_table_new_line(tb, NULL);
-		char id[32], created[64], state[32];
+		char id[32], created[64], state[32], size[32];
+		uint64_t space;
 
 		if (!ln) {
 			rc = -ENOMEM;
@@ -257,7 +289,13 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 		if (!rc)
 			rc = set_cell(ln, 3, state);
 		if (!rc)
-			rc = set_mounts_cell(ln, 4, s->id, views, nviews);
+			rc = snapshot_space(v, s->id, &space);
+		if (!rc) {
+			format_size(space, size, sizeof(size));
+			rc = set_cell(ln, 4, size);
+		}
+		if (!rc)
+			rc = set_mounts_cell(ln, 5, s->id, views, nviews);
 	}
 	if (!rc)
 		scols_print_table(tb);

@@ -152,6 +152,13 @@ int ovs_intent_write(struct ovs_volume *v, const char *text);
 int ovs_intent_read(struct ovs_volume *v, char *buf, size_t len);
 int ovs_intent_clear(struct ovs_volume *v);
 
+/* ---- space ------------------------------------------------------------- */
+
+/* Bytes the layer at upper holds on its own (what dropping it frees):
+ * allocated extents not shared with another file (reflink clones of live
+ * files are shared), each hard-linked inode once. */
+int ovs_layer_space(const char *upper, uint64_t *bytes);
+
 /* ---- processes ------------------------------------------------------- */
 
 /* PIDs of the processes (other than this one) with an open file, working

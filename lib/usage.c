@@ -1,0 +1,153 @@
+/*
+ * The space a snapshot's layer holds on its own: what dropping it would
+ * give back.  Copies made by reflink share their extents with the live
+ * file until one side is rewritten, so a layer is not its du(1): extents
+ * FIEMAP marks shared are left out, and a hard-linked inode counts once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "libovsnap.h"
+
+#define EXTENTS_PER_CALL 128
+
+struct usage {
+	uint64_t bytes;
+	ino_t *seen;		/* multiply-linked inodes counted already */
+	size_t nseen, capseen;
+};
+
+/* Bytes of fd's extents that no other file shares; -1 if FIEMAP cannot
+ * tell (then the caller counts st_blocks). */
+static int64_t unshared_bytes(int fd)
+{
+	size_t size = sizeof(struct fiemap) + EXTENTS_PER_CALL * sizeof(struct fiemap_extent);
+	struct fiemap *fm = malloc(size);
+	uint64_t start = 0;
+	int64_t total = 0;
+
+	if (!fm)
+		return -1;
+	for (;;) {
+		bool last = false;
+
+		memset(fm, 0, size);
+		fm->fm_start = start;
+		fm->fm_length = FIEMAP_MAX_OFFSET - start;
+		fm->fm_flags = FIEMAP_FLAG_SYNC;
+		fm->fm_extent_count = EXTENTS_PER_CALL;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0) {
+			free(fm);
+			return -1;
+		}
+		if (fm->fm_mapped_extents == 0)
+			break;
+		for (unsigned i = 0; i < fm->fm_mapped_extents; i++) {
+			struct fiemap_extent *e = &fm->fm_extents[i];
+
+			if (!(e->fe_flags & FIEMAP_EXTENT_SHARED))
+				total += e->fe_length;
+			if (e->fe_flags & FIEMAP_EXTENT_LAST)
+				last = true;
+			start = e->fe_logical + e->fe_length;
+		}
+		if (last)
+			break;
+	}
+	free(fm);
+	return total;
+}
+
+static bool seen_before(struct usage *u, const struct stat *st)
+{
+	if (st->st_nlink < 2)
+		return false;
+	for (size_t i = 0; i < u->nseen; i++)
+		if (u->seen[i] == st->st_ino)
+			return true;
+	if (u->nseen == u->capseen) {
+		size_t cap = u->capseen ? u->capseen * 2 : 64;
+		ino_t *p = realloc(u->seen, cap * sizeof(*p));
+
+		if (!p)
+			return false;	/* counted twice rather than failing */
+		u->seen = p;
+		u->capseen = cap;
+	}
+	u->seen[u->nseen++] = st->st_ino;
+	return false;
+}
+
+static int add_dir(struct usage *u, int dfd)
+{
+	struct dirent *de;
+	DIR *d = fdopendir(dfd);
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(dfd);
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(d))) {
+		struct stat st;
+		int fd;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				rc = -errno;
+			continue;
+		}
+		if (seen_before(u, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			u->bytes += (uint64_t)st.st_blocks * 512;
+			fd = openat(dirfd(d), de->d_name,
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0)
+				rc = add_dir(u, fd);
+			continue;
+		}
+		if (S_ISREG(st.st_mode) && st.st_blocks > 0) {
+			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0) {
+				int64_t own = unshared_bytes(fd);
+
+				close(fd);
+				if (own >= 0) {
+					u->bytes += own;
+					continue;
+				}
+			}
+		}
+		u->bytes += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return rc;
+}
+
+int ovs_layer_space(const char *upper, uint64_t *bytes)
+{
+	struct usage u = { 0 };
+	int fd, rc;
+
+	fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "%s: %s", upper, strerror(errno));
+	rc = add_dir(&u, fd);
+	free(u.seen);
+	if (rc < 0)
+		return ovs_err(rc, "%s: %s", upper, strerror(-rc));
+	*bytes = u.bytes;
+	return 0;
+}
