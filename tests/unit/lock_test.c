@@ -15,16 +15,7 @@
 
 #include "ovsnap-private.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 /* A volume whose store is a plain temp dir: enough for lock and intent. */
 static struct ovs_volume *temp_volume(char *dir)

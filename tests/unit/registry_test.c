@@ -16,16 +16,7 @@
 
 #include "ovsnap-private.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 static const char canonical[] =
 	"ovsnap-registry 1\n"

@@ -13,16 +13,7 @@
 #include "ovsnap-private.h"
 #include "retention.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 /* "2025-01-28T06:00:00" (UTC) in ns. */
 static int64_t utc(const char *s)
