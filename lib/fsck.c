@@ -922,8 +922,6 @@ static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 	free(sc->links);
 }
 
-#define CTIME_COARSE_MARGIN_NS (50 * 1000 * 1000LL)
-
 static void check_src(struct fsck *ck)
 {
 	struct src_ctx sc = { .until_ns = INT64_MAX };
@@ -943,13 +941,7 @@ static void check_src(struct fsck *ck)
 		 * is gone now (when exactly it died, nobody knows). */
 		if (deact > newest->created_ns) {
 			sc.check_changes = true;
-			/* Inode times come from the kernel's coarse clock,
-			 * which lags the time deactivate recorded by up to a
-			 * tick: start the window earlier, so that no change
-			 * made right after the deactivation can slip before it.
-			 * (Changes made through the mount just before are
-			 * covered in the newest layer and are not reported.) */
-			sc.since_ns = deact - CTIME_COARSE_MARGIN_NS;
+			sc.since_ns = deact;
 			sc.since_why = "the volume was deactivated";
 			if (ovs_volume_active(ck->v) && act >= deact) {
 				sc.until_ns = act;
