@@ -112,14 +112,15 @@ static int add_dir(struct usage *u, int dfd)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
 			u->bytes += (uint64_t)st.st_blocks * 512;
-			fd = openat(dirfd(d), de->d_name,
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+				    O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 			if (fd >= 0)
 				rc = add_dir(u, fd);
 			continue;
 		}
 		if (S_ISREG(st.st_mode) && st.st_blocks > 0) {
-			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			fd = openat(dirfd(d), de->d_name,
+				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 			if (fd >= 0) {
 				int64_t own = unshared_bytes(fd);
 
@@ -141,7 +142,9 @@ int ovs_layer_space(const char *upper, uint64_t *bytes)
 	struct usage u = { 0 };
 	int fd, rc;
 
-	fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NOATIME: the atimes in a layer are the snapshot's, and reading
+	 * a directory would overwrite them. */
+	fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 	if (fd < 0)
 		return ovs_err(errno, "%s: %s", upper, strerror(errno));
 	rc = add_dir(&u, fd);
