@@ -296,10 +296,23 @@ ovs__detach_loops() {
 
 # ovs_teardown: leave $OVS_TMP as the next test expects it: nothing
 # mounted, no daemon, no loop device, no image, empty state and run dirs.
+# Views of this script through ovsnap umount, which waits for ovsnap-viewd
+# to let go of the layers, so the images below can be unmounted at once.
+ovs__umount_views() {
+	local t
+
+	for t in $(findmnt -rn -t fuse.ovsnap-view,overlay -o TARGET 2>/dev/null | sort -r); do
+		case $t in
+		"$OVS_TMP"/*) "$OVSNAP" umount "$t" >/dev/null 2>&1 || umount -l "$t" ;;
+		esac
+	done
+}
+
 ovs_teardown() {
 	[ -n "${OVS_TMP:-}" ] && [ -d "$OVS_TMP" ] || return 0
 	# Views and the snapshot mounts first: a daemon exits when its FUSE
 	# mount goes, and only then is its image free.
+	ovs__umount_views
 	ovs__umount_all
 	ovs__kill_daemons
 	# Whatever is left: dead daemons' FUSE mounts, the images.

@@ -73,26 +73,6 @@ test_drop_at_every_position() {
 	OVS_ORACLE_WHAT="after a new take" ovs_oracle_check "$SRC" "$MF"
 }
 
-# Views of the volume go first (through ovsnap umount, which waits for
-# ovsnap-viewd), then what the harness knows about.
-views_cleanup() {
-	local t
-
-	for t in $(findmnt -rn -t fuse.ovsnap-view -o TARGET 2>/dev/null | sort -r); do
-		case $t in
-		"$OVS_TMP"/*) "$OVSNAP" umount "$t" >/dev/null 2>&1 || umount -l "$t" ;;
-		esac
-	done
-}
-tearDown() {
-	views_cleanup
-	ovs_teardown
-}
-oneTimeTearDown() {
-	views_cleanup
-	ovs_onetime_teardown
-}
-
 # more_changes SEED OPS TAKES: the workload through the live mount, with
 # takes recorded in $MF.
 more_changes() {

@@ -17,26 +17,6 @@ MKVOL=$OVSNAP_TOOLS/ovs-mkvol
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
 PRESERVE=$OVSNAP_TOOLS/unit/preserve-test
 
-# Views first, through ovsnap umount (which waits for ovsnap-viewd to let
-# go of the layers), then everything else the harness knows about.
-views_cleanup() {
-	local t
-
-	for t in $(findmnt -rn -t fuse.ovsnap-view,overlay -o TARGET 2>/dev/null | sort -r); do
-		case $t in
-		"$OVS_TMP"/*) "$OVSNAP" umount "$t" >/dev/null 2>&1 || umount -l "$t" ;;
-		esac
-	done
-}
-tearDown() {
-	views_cleanup
-	ovs_teardown
-}
-oneTimeTearDown() {
-	views_cleanup
-	ovs_onetime_teardown
-}
-
 layer_dir() {	# layer_dir ID upper|work
 	echo "$OVS_MNT"/.ovsnap/*/layers/"$1"/"$2"
 }
