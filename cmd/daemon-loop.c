@@ -10,6 +10,14 @@
  * once; everything else (reads, lookups, page-cache writeback, flush,
  * release, fsync, forget) is served as usual.  When the barrier drops, the
  * queue is replayed in arrival order.
+ *
+ * A take waits only for the modifying requests that are *changing* SRC
+ * (D.inflight counts them), not for those still preserving (rule 13): a
+ * request leaves the count while it preserves, holding a reference to the
+ * layer it preserves into, and comes back through request_count(), which
+ * waits while a barrier is up, before it changes SRC.  daemon-ops.c then
+ * re-checks the epoch and preserves again if a take switched layers in
+ * between.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -102,13 +110,169 @@ static int defer_request(const struct fuse_buf *buf)
 	return 0;
 }
 
-static void process_modifying(struct fuse_buf *buf)
+/* Whether the request this thread is serving counts in D.inflight. */
+static __thread bool counted;
+
+/* Caller holds loop_lock. */
+static void count_locked(void)
 {
-	fuse_session_process_buf(D.se, buf);
+	D.inflight++;
+	counted = true;
+}
+
+void request_uncount(void)
+{
+	if (!counted)
+		return;
 	pthread_mutex_lock(&D.loop_lock);
+	counted = false;
 	if (--D.inflight == 0)
 		pthread_cond_broadcast(&D.loop_cond);
 	pthread_mutex_unlock(&D.loop_lock);
+}
+
+/*
+ * Sleeping here is safe where sleeping at dispatch is not: no take or
+ * merge ever waits for a request that is not counted, and the requests
+ * they need (writeback, flush, release) are served by other workers.
+ */
+void request_count(void)
+{
+	if (counted)
+		return;
+	pthread_mutex_lock(&D.loop_lock);
+	while (D.barrier)
+		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+	count_locked();
+	pthread_mutex_unlock(&D.loop_lock);
+}
+
+static void process_request(struct fuse_buf *buf)
+{
+	fuse_session_process_buf(D.se, buf);
+	request_uncount();
+}
+
+/* ---- references to layers (rule 13) ------------------------------------- */
+
+/*
+ * A request preserving outside preserve_lock holds a reference to its
+ * layer: a take retires the old layer but closes it only once the last
+ * preserve into it is done, and a merge of the active layer waits for
+ * them.  `ovsnap drop`/`merge` of an older layer first asks the daemon to
+ * "quiesce", which waits until no retired layer is still written.
+ */
+struct layer_ref {
+	struct ovs_layer *layer;
+	uint64_t id;
+	unsigned refs;
+	bool retired;		/* no longer D.layer: close at the last put */
+	struct layer_ref *next;
+};
+
+static pthread_mutex_t layers_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t layers_cond = PTHREAD_COND_INITIALIZER;
+static struct layer_ref *layer_refs;
+static unsigned npreserving;
+
+/* Caller holds layers_lock. */
+static struct layer_ref **layer_ref_find(const struct ovs_layer *layer)
+{
+	struct layer_ref **p = &layer_refs;
+
+	while (*p && (*p)->layer != layer)
+		p = &(*p)->next;
+	return p;
+}
+
+struct ovs_layer *layer_get(void)
+{
+	struct layer_ref **p, *r;
+
+	if (!D.layer)
+		return NULL;
+	pthread_mutex_lock(&layers_lock);
+	p = layer_ref_find(D.layer);
+	r = *p;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			pthread_mutex_unlock(&layers_lock);
+			return NULL;
+		}
+		r->layer = D.layer;
+		r->id = D.layer_id;
+		*p = r;
+	}
+	r->refs++;
+	npreserving++;
+	pthread_mutex_unlock(&layers_lock);
+	return r->layer;
+}
+
+void layer_put(struct ovs_layer *layer)
+{
+	struct layer_ref **p, *r;
+
+	if (!layer)
+		return;
+	pthread_mutex_lock(&layers_lock);
+	p = layer_ref_find(layer);
+	r = *p;
+	npreserving--;
+	if (r && --r->refs == 0) {
+		*p = r->next;
+		if (r->retired) {
+			ovs_layer_close(r->layer);
+			dbg("layer of snapshot %" PRIu64 " closed after its last preserve", r->id);
+		}
+		free(r);
+	}
+	pthread_cond_broadcast(&layers_cond);
+	pthread_mutex_unlock(&layers_lock);
+}
+
+/* The layer is no longer D.layer (caller holds preserve_lock for writing). */
+static void layer_retire(struct ovs_layer *layer)
+{
+	struct layer_ref *r;
+
+	if (!layer)
+		return;
+	pthread_mutex_lock(&layers_lock);
+	r = *layer_ref_find(layer);
+	if (r)
+		r->retired = true;
+	pthread_mutex_unlock(&layers_lock);
+	if (!r)
+		ovs_layer_close(layer);
+}
+
+/* Wait until nothing preserves into layer (NULL: into any retired layer).
+ * Only D.layer gains references, and only under preserve_lock. */
+static void layers_wait_idle(const struct ovs_layer *layer)
+{
+	pthread_mutex_lock(&layers_lock);
+	for (;;) {
+		struct layer_ref *r = layer_refs;
+
+		while (r && (layer ? r->layer != layer : !r->retired))
+			r = r->next;
+		if (!r)
+			break;
+		pthread_cond_wait(&layers_cond, &layers_lock);
+	}
+	pthread_mutex_unlock(&layers_lock);
+}
+
+static unsigned preserving_count(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&layers_lock);
+	n = npreserving;
+	pthread_mutex_unlock(&layers_lock);
+	return n;
 }
 
 static void *worker_main(void *arg);
@@ -162,7 +326,7 @@ static void *worker_main(void *arg)
 		if (fuse_session_exited(D.se))
 			break;
 		if (!request_modifies(&buf)) {
-			fuse_session_process_buf(D.se, &buf);
+			process_request(&buf);
 			continue;
 		}
 		pthread_mutex_lock(&D.loop_lock);
@@ -177,9 +341,9 @@ static void *worker_main(void *arg)
 				continue;
 			}
 		}
-		D.inflight++;
+		count_locked();
 		pthread_mutex_unlock(&D.loop_lock);
-		process_modifying(&buf);
+		process_request(&buf);
 	}
 	free(buf.mem);
 	pthread_mutex_lock(&D.loop_lock);
@@ -204,14 +368,12 @@ static void *replayer_main(void *arg)
 		if (!D.deferred_head)
 			D.deferred_tail = NULL;
 		D.ndeferred--;
-		D.inflight++;
 		pthread_mutex_unlock(&D.loop_lock);
-		if (!fuse_session_exited(D.se))
-			process_modifying(&buf);
-		else {
+		if (!fuse_session_exited(D.se)) {
 			pthread_mutex_lock(&D.loop_lock);
-			D.inflight--;
+			count_locked();
 			pthread_mutex_unlock(&D.loop_lock);
+			process_request(&buf);
 		}
 		free(d);
 		pthread_mutex_lock(&D.loop_lock);
@@ -252,13 +414,93 @@ static void barrier_drop(void)
 	pthread_mutex_unlock(&D.loop_lock);
 }
 
+/* ---- writes in flight ------------------------------------------------------ */
+
+static pthread_mutex_t writes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct write_in_flight *writes;
+
+void write_in_flight_begin(struct write_in_flight *w, fuse_ino_t ino, off_t off, size_t len)
+{
+	*w = (struct write_in_flight){ .ino = ino, .off = off, .len = len };
+	pthread_mutex_lock(&writes_lock);
+	w->next = writes;
+	if (writes)
+		writes->pprev = &w->next;
+	w->pprev = &writes;
+	writes = w;
+	pthread_mutex_unlock(&writes_lock);
+}
+
+void write_in_flight_end(struct write_in_flight *w)
+{
+	pthread_mutex_lock(&writes_lock);
+	*w->pprev = w->next;
+	if (w->next)
+		w->next->pprev = w->pprev;
+	pthread_mutex_unlock(&writes_lock);
+}
+
+struct byte_range {
+	uint64_t start, end;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct byte_range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Page-cache folios can be larger than a page: keep well clear of the
+ * pages a write in flight holds. */
+#define HELD_ALIGN (2u << 20)
+
+/* The ranges of ino's writes in flight, widened to HELD_ALIGN and sorted
+ * (malloc'ed, NULL when there are none). */
+static size_t held_ranges(fuse_ino_t ino, struct byte_range **out)
+{
+	struct byte_range *r = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&writes_lock);
+	for (struct write_in_flight *w = writes; w; w = w->next) {
+		if (w->ino != ino)
+			continue;
+		if (n == cap) {
+			struct byte_range *nr = realloc(r, (cap = cap ? 2 * cap : 8) * sizeof(*r));
+
+			if (!nr)
+				break;
+			r = nr;
+		}
+		r[n].start = (uint64_t)w->off & ~(uint64_t)(HELD_ALIGN - 1);
+		r[n].end = ((uint64_t)w->off + w->len + HELD_ALIGN - 1) & ~(uint64_t)(HELD_ALIGN - 1);
+		n++;
+	}
+	pthread_mutex_unlock(&writes_lock);
+	qsort(r, n, sizeof(*r), cmp_range);
+	*out = r;
+	return n;
+}
+
+static void write_back(fuse_ino_t ino, uint64_t off, uint64_t len)
+{
+	int rc = fuse_lowlevel_notify_inval_inode(D.se, ino, (off_t)off, (off_t)len);
+
+	if (rc < 0 && rc != -ENOENT)
+		dlog(LOG_WARNING, "write back inode %#" PRIx64 ": %s", (uint64_t)ino,
+		     strerror(-rc));
+}
+
 /*
  * Rule 10: dirty pages of shared writable mmaps reach the daemon only when
  * the kernel writes them back; invalidating an inode writes them back and
  * waits.  This runs BEFORE the barrier goes up: a held write(2) keeps its
  * page-cache pages locked until it is answered, so invalidating its inode
- * while it is held would never return.  Pages dirtied after this point are
- * racing the take and land after it.
+ * while it is held would never return.  For the same reason it goes
+ * around the pages of writes still being served (rule 13: one may be
+ * preserving for a long time; it lands after the take anyway).  Pages
+ * dirtied after this point are racing the take and land after it.
  */
 static void flush_dirty_pages(void)
 {
@@ -266,11 +508,18 @@ static void flush_dirty_pages(void)
 	size_t n = nodes_with_writers(&inos);
 
 	for (size_t i = 0; i < n; i++) {
-		int rc = fuse_lowlevel_notify_inval_inode(D.se, inos[i], 0, 0);
+		struct byte_range *held;
+		size_t nheld = held_ranges(inos[i], &held);
+		uint64_t from = 0;
 
-		if (rc < 0 && rc != -ENOENT)
-			dlog(LOG_WARNING, "write back inode %#" PRIx64 ": %s",
-			     (uint64_t)inos[i], strerror(-rc));
+		for (size_t k = 0; k < nheld; k++) {
+			if (held[k].start > from)
+				write_back(inos[i], from, held[k].start - from);
+			if (held[k].end > from)
+				from = held[k].end;
+		}
+		write_back(inos[i], from, 0);	/* to the end */
+		free(held);
 	}
 	free(inos);
 }
@@ -282,6 +531,23 @@ static bool test_hooks(void)
 	const char *e = getenv("OVSNAPD_TEST_HOOKS");
 
 	return e && strcmp(e, "1") == 0;
+}
+
+/*
+ * Test hook of the rule 13 tests: with OVSNAPD_TEST_HOOKS=1 and
+ * OVSNAPD_TEST_PRESERVE_GATE=PATH, a request that went through the
+ * preservation path waits, still holding its layer, for as long as PATH
+ * exists: a preserve as long as the test wants.
+ */
+void test_preserve_gate(void)
+{
+	const char *gate = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE") : NULL;
+
+	if (!gate || access(gate, F_OK) < 0)
+		return;
+	dlog(LOG_INFO, "test hook: preserve held while %s exists", gate);
+	while (access(gate, F_OK) == 0)
+		usleep(10000);
 }
 
 /*
@@ -375,16 +641,17 @@ static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 		goto out;
 	}
 
-	/* The switch: no change is between preserve and change now. */
+	/* The switch: no change is between preserve and change now.
+	 * Requests still preserving into the old layer keep it open and
+	 * preserve again into this one before they change SRC. */
 	pthread_rwlock_wrlock(&D.preserve_lock);
 	old = D.layer;
 	D.layer = layer;
 	D.layer_id = id;
 	__atomic_add_fetch(&D.epoch, 1, __ATOMIC_ACQ_REL);
+	layer_retire(old);
 	pthread_rwlock_unlock(&D.preserve_lock);
 	take_step(TAKE_SWITCHED);
-	if (old)
-		ovs_layer_close(old);
 	dlog(LOG_INFO, "snapshot %" PRIu64 " taken; changes now go to %s", id, upper);
 	*id_out = id;
 	rc = 0;
@@ -428,6 +695,10 @@ static int fold_active_layer(uint64_t older, uint64_t newer, int lockfd, bool *f
 	flush_dirty_pages();
 	barrier_raise();
 	pthread_rwlock_wrlock(&D.preserve_lock);
+	/* A preserve into the layer being merged must be in place first;
+	 * it then preserves again into the survivor (the epoch moves). */
+	layers_wait_idle(D.layer);
+	layers_wait_idle(NULL);
 
 	rc = ovs_registry_load(D.vol);
 	if (rc < 0)
@@ -549,9 +820,14 @@ static void handle_request(int conn)
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
-			      " open=%lu deferred=%u barrier=%d", (int)getpid(), D.layer_id,
-			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
-			      (int)D.barrier);
+			      " open=%lu deferred=%u barrier=%d preserving=%u", (int)getpid(),
+			      D.layer_id, __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open,
+			      D.ndeferred, (int)D.barrier, preserving_count());
+	} else if (strcmp(req, "quiesce") == 0) {
+		/* The CLI holds the volume lock: no take can retire another
+		 * layer until it is done. */
+		layers_wait_idle(NULL);
+		ovs_ctl_reply(conn, "ok");
 	} else if (strcmp(req, "take") == 0 || strncmp(req, "take ", 5) == 0) {
 		const char *name = req[4] ? req + 5 : "-";
 		uint64_t id = 0;

@@ -3,16 +3,17 @@
  * (reached through O_PATH fds of a private clone of its mount) with the
  * preservation rules of DESIGN.md section 2 before every change.
  *
- * Locking (rule 9):
- *  - preserve_lock (rwlock): every change holds it for reading from its
- *    preservation to the end of the change; a take holds it for writing
- *    only to swap the layer, so the layer and epoch are stable in between.
+ * Locking (rules 9 and 13), outermost first:
  *  - change_lock (mutex): every namespace change, and every data or
  *    metadata change of an object not yet known covered in this epoch,
  *    holds it across preserve+change.  A change of an object already
  *    covered in this epoch needs nothing more: a covered path stays
  *    covered for the life of the layer, whatever the object is renamed to
  *    (every new name it gets is covered first).
+ *  - preserve_lock (rwlock): every change holds it for reading while it
+ *    changes SRC, after its preservation (which holds a reference to its
+ *    layer instead, see preserve_begin); a take holds it for writing only
+ *    to swap the layer, so the layer and epoch are stable during a change.
  *  - nodes_lock (daemon-nodes.c): the inode table, innermost.
  *
  * Identity: preservation runs as root; namespace changes, opens and xattr
@@ -57,14 +58,73 @@ static int stat_node(struct dnode *n, struct stat *st)
 
 /* ---- preservation ------------------------------------------------------ */
 
+/*
+ * The change this thread is making (a thread serves one request at a
+ * time).  A first change of an object runs in two phases (rule 13):
+ *
+ *   preserve  under change_lock only, out of the count a take waits for,
+ *             holding a reference to the layer it preserves into;
+ *   change    counted again and under preserve_lock (read), after checking
+ *             that no take switched layers meanwhile; if one did, the
+ *             preserve runs again, into the new layer, before SRC changes.
+ *
+ * So a take never waits for a long preserve (a big subtree clone, a large
+ * copy on ext4): the change it guards has not reached SRC yet and belongs
+ * after the take.
+ */
+static __thread struct ovs_layer *pres_layer;	/* referenced, or NULL */
+static __thread uint64_t pres_epoch;		/* the epoch of pres_layer */
+static __thread bool pres_locked;		/* preserve_lock held (read) */
+
+/* preserve_done(): a take or merge switched layers; preserve again. */
+#define PRESERVE_AGAIN (-1)
+
 static void change_enter(void)
 {
 	pthread_rwlock_rdlock(&D.preserve_lock);
+	pres_locked = true;
 }
 
 static void change_leave(void)
 {
+	if (pres_layer) {
+		layer_put(pres_layer);
+		pres_layer = NULL;
+	}
+	if (pres_locked) {
+		pres_locked = false;
+		pthread_rwlock_unlock(&D.preserve_lock);
+	}
+}
+
+/* Enter the preserve phase; caller holds change_lock. */
+static int preserve_begin(void)
+{
+	bool failed;
+
+	request_uncount();
+	pthread_rwlock_rdlock(&D.preserve_lock);
+	pres_layer = layer_get();
+	pres_epoch = D.epoch;
+	failed = D.layer && !pres_layer;
 	pthread_rwlock_unlock(&D.preserve_lock);
+	return failed ? ENOMEM : 0;
+}
+
+/* Leave the preserve phase for the change phase: 0, or PRESERVE_AGAIN with
+ * the preserve phase entered again (or an errno). */
+static int preserve_done(void)
+{
+	test_preserve_gate();
+	layer_put(pres_layer);
+	pres_layer = NULL;
+	request_count();
+	change_enter();
+	if (D.epoch == pres_epoch)
+		return 0;
+	change_leave();
+	dbg("layers switched during a preserve: preserving into the new one");
+	return preserve_begin() ?: PRESERVE_AGAIN;
 }
 
 static int preserve_failed(int rc, const char *what, const char *path)
@@ -74,14 +134,13 @@ static int preserve_failed(int rc, const char *what, const char *path)
 	return rc < 0 ? -rc : EIO;
 }
 
-/* Rule 1 for the object of node n.  Caller holds preserve_lock and
- * change_lock. */
+/* Rule 1 for the object of node n, in the preserve phase. */
 static int preserve_node(struct dnode *n, const char *what)
 {
 	char path[PATH_MAX];
 	int rc;
 
-	if (!D.layer || n->covered_epoch == D.epoch)
+	if (!pres_layer || n->covered_epoch == pres_epoch)
 		return 0;
 	rc = node_path(n, path, sizeof(path));
 	if (rc == -ENOENT)
@@ -100,10 +159,10 @@ static int preserve_node(struct dnode *n, const char *what)
 			return EIO;
 		}
 	}
-	rc = ovs_preserve_object(D.layer, D.hlmap, path);
+	rc = ovs_preserve_object(pres_layer, D.hlmap, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
-	__atomic_store_n(&n->covered_epoch, D.epoch, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->covered_epoch, pres_epoch, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -115,32 +174,46 @@ static int preserve_node(struct dnode *n, const char *what)
  */
 static int object_change_begin(struct dnode *n, bool *locked, const char *what)
 {
-	change_enter();
+	int err;
+
 	*locked = false;
+	change_enter();
 	if (!D.layer || __atomic_load_n(&n->covered_epoch, __ATOMIC_ACQUIRE) == D.epoch)
 		return 0;
+	change_leave();
 	pthread_mutex_lock(&D.change_lock);
 	*locked = true;
-	return preserve_node(n, what);
+	err = preserve_begin();
+	while (!err) {
+		err = preserve_node(n, what);
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
+	}
+	return err;
 }
 
 static void object_change_end(bool locked)
 {
+	change_leave();
 	if (locked)
 		pthread_mutex_unlock(&D.change_lock);
-	change_leave();
 }
 
-static void ns_change_begin(void)
+/* A namespace change: the preserve phase under change_lock, then
+ * preserve_done() before the change; ns_change_end() in every case. */
+static int ns_change_begin(void)
 {
-	change_enter();
 	pthread_mutex_lock(&D.change_lock);
+	return preserve_begin();
 }
 
 static void ns_change_end(void)
 {
-	pthread_mutex_unlock(&D.change_lock);
 	change_leave();
+	pthread_mutex_unlock(&D.change_lock);
 }
 
 static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *, const char *),
@@ -148,9 +221,9 @@ static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *, const
 {
 	int rc;
 
-	if (!D.layer)
+	if (!pres_layer)
 		return 0;
-	rc = fn(D.layer, D.hlmap, path);
+	rc = fn(pres_layer, D.hlmap, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
 	return 0;
@@ -160,9 +233,9 @@ static int preserve_rmdir_path(const char *path, const char *what)
 {
 	int rc;
 
-	if (!D.layer)
+	if (!pres_layer)
 		return 0;
-	rc = ovs_preserve_rmdir(D.layer, path);
+	rc = ovs_preserve_rmdir(pres_layer, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
 	return 0;
@@ -412,6 +485,27 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
+/* Rule 2 before a new name: ns_change_begin() and the preserve phase;
+ * ns_change_end() in every case. */
+static int create_begin(struct dnode *parent, const char *name, char *path, size_t len)
+{
+	int rc, err = ns_change_begin();
+
+	while (!err) {
+		rc = node_child_path(parent, name, path, len);
+		if (rc < 0)
+			err = -rc;
+		if (!err)
+			err = preserve_path(ovs_preserve_name, path, "create");
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
+	}
+	return err;
+}
+
 enum create_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
 
 /* mknod, mkdir and symlink: rule 2, then create as the caller. */
@@ -428,12 +522,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	ns_change_begin();
-	rc = node_child_path(parent, name, path, sizeof(path));
-	if (rc < 0)
-		err = -rc;
-	if (!err)
-		err = preserve_path(ovs_preserve_name, path, "create");
+	err = create_begin(parent, name, path, sizeof(path));
 	if (!err) {
 		rc = identity_become(req, kind != MAKE_SYMLINK);
 		if (rc == 0) {
@@ -481,16 +570,23 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct stat st;
 	int rc, err = 0;
 
-	ns_change_begin();
-	rc = node_child_path(parent, name, path, sizeof(path));
-	if (rc < 0)
-		err = -rc;
-	else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		err = errno;
-	else if (S_ISDIR(st.st_mode))
-		err = EISDIR;
-	if (!err)
-		err = preserve_path(ovs_preserve_object, path, "unlink");
+	err = ns_change_begin();
+	while (!err) {
+		rc = node_child_path(parent, name, path, sizeof(path));
+		if (rc < 0)
+			err = -rc;
+		else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			err = errno;
+		else if (S_ISDIR(st.st_mode))
+			err = EISDIR;
+		if (!err)
+			err = preserve_path(ovs_preserve_object, path, "unlink");
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
+	}
 	if (!err) {
 		other = other_name(path, &st);
 		rc = identity_become(req, false);
@@ -516,22 +612,29 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct stat st;
 	int rc, err = 0;
 
-	ns_change_begin();
-	rc = node_child_path(parent, name, path, sizeof(path));
-	if (rc < 0)
-		err = -rc;
-	else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		err = errno;
-	else if (!S_ISDIR(st.st_mode))
-		err = ENOTDIR;
-	/* Empty under change_lock: nothing can be created in it until the
-	 * rmdir is done (rule 3). */
-	if (!err) {
-		rc = dir_is_empty(parent->fd, name);
-		err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
+	err = ns_change_begin();
+	while (!err) {
+		rc = node_child_path(parent, name, path, sizeof(path));
+		if (rc < 0)
+			err = -rc;
+		else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			err = errno;
+		else if (!S_ISDIR(st.st_mode))
+			err = ENOTDIR;
+		/* Empty under change_lock: nothing can be created in it
+		 * until the rmdir is done (rule 3). */
+		if (!err) {
+			rc = dir_is_empty(parent->fd, name);
+			err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
+		}
+		if (!err)
+			err = preserve_rmdir_path(path, "rmdir");
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
 	}
-	if (!err)
-		err = preserve_rmdir_path(path, "rmdir");
 	if (!err) {
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(parent->fd, name, AT_REMOVEDIR) < 0)
@@ -553,87 +656,116 @@ static int preserve_moving(const char *path, const struct stat *st)
 	return preserve_path(ovs_preserve_object, path, "rename");
 }
 
+/* rename_prepare(): both names are one file, so rename(2) does nothing. */
+#define RENAME_NOTHING (-2)
+
+struct rename_args {
+	struct dnode *parent, *newparent;
+	const char *name, *newname;
+	unsigned int flags;
+	char from[PATH_MAX], to[PATH_MAX];
+	struct stat st_from, st_to;
+	bool target_exists;
+};
+
+/* The checks and the preserve phase of a rename. */
+static int rename_prepare(struct rename_args *a)
+{
+	int rc, err = 0;
+
+	a->target_exists = false;
+	rc = node_child_path(a->parent, a->name, a->from, sizeof(a->from));
+	if (rc == 0)
+		rc = node_child_path(a->newparent, a->newname, a->to, sizeof(a->to));
+	if (rc < 0)
+		return -rc;
+	if (fstatat(a->parent->fd, a->name, &a->st_from, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno;
+	if (fstatat(a->newparent->fd, a->newname, &a->st_to, AT_SYMLINK_NOFOLLOW) == 0)
+		a->target_exists = true;
+	else if (errno != ENOENT)
+		return errno;
+	if (a->target_exists && a->st_to.st_dev == a->st_from.st_dev &&
+	    a->st_to.st_ino == a->st_from.st_ino)
+		return RENAME_NOTHING;
+	if ((a->flags & RENAME_EXCHANGE) && !a->target_exists)
+		return ENOENT;
+	if ((a->flags & RENAME_NOREPLACE) && a->target_exists)
+		return EEXIST;
+
+	/* Preserving more than a failing rename needed is harmless: an
+	 * uncovered path still shows its snapshot state.  Only the opaque
+	 * mark of rule 3 must not land on a non-empty directory. */
+	err = preserve_moving(a->from, &a->st_from);
+	if (!err && (a->flags & RENAME_EXCHANGE))
+		err = preserve_moving(a->to, &a->st_to);
+	else if (!err && a->target_exists && S_ISDIR(a->st_to.st_mode)) {
+		rc = dir_is_empty(a->newparent->fd, a->newname);
+		if (rc < 0)
+			err = -rc;
+		else if (rc == 1)
+			err = preserve_rmdir_path(a->to, "rename over a directory");
+		/* not empty: the rename fails */
+	} else if (!err)
+		err = preserve_path(ovs_preserve_name, a->to, "rename");
+	return err;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		      fuse_ino_t newparent_ino, const char *newname, unsigned int flags)
 {
-	struct dnode *parent = node_of(parent_ino), *newparent = node_of(newparent_ino);
-	char from[PATH_MAX], to[PATH_MAX], *other = NULL;
-	struct stat st_from, st_to;
-	bool target_exists = false;
+	struct rename_args a = {
+		.parent = node_of(parent_ino), .newparent = node_of(newparent_ino),
+		.name = name, .newname = newname, .flags = flags,
+	};
+	char *other = NULL;
 	int rc, err = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	ns_change_begin();
-	rc = node_child_path(parent, name, from, sizeof(from));
-	if (rc == 0)
-		rc = node_child_path(newparent, newname, to, sizeof(to));
-	if (rc < 0)
-		err = -rc;
-	else if (fstatat(parent->fd, name, &st_from, AT_SYMLINK_NOFOLLOW) < 0)
-		err = errno;
-	if (!err) {
-		if (fstatat(newparent->fd, newname, &st_to, AT_SYMLINK_NOFOLLOW) == 0)
-			target_exists = true;
-		else if (errno != ENOENT)
-			err = errno;
+	err = ns_change_begin();
+	while (!err) {
+		err = rename_prepare(&a);
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
 	}
-	if (!err && target_exists && st_to.st_dev == st_from.st_dev &&
-	    st_to.st_ino == st_from.st_ino) {
-		/* Two names of one file: rename(2) does nothing. */
+	if (err == RENAME_NOTHING) {
 		ns_change_end();
 		fuse_reply_err(req, 0);
 		return;
 	}
-	if (!err && (flags & RENAME_EXCHANGE) && !target_exists)
-		err = ENOENT;
-	if (!err && (flags & RENAME_NOREPLACE) && target_exists)
-		err = EEXIST;
-
-	/* Preserving more than a failing rename needed is harmless: an
-	 * uncovered path still shows its snapshot state.  Only the opaque
-	 * mark of rule 3 must not land on a non-empty directory. */
-	if (!err)
-		err = preserve_moving(from, &st_from);
-	if (!err && (flags & RENAME_EXCHANGE))
-		err = preserve_moving(to, &st_to);
-	else if (!err && target_exists && S_ISDIR(st_to.st_mode)) {
-		rc = dir_is_empty(newparent->fd, newname);
-		if (rc < 0)
-			err = -rc;
-		else if (rc == 1)
-			err = preserve_rmdir_path(to, "rename over a directory");
-		/* not empty: the rename fails below */
-	} else if (!err)
-		err = preserve_path(ovs_preserve_name, to, "rename");
 
 	if (!err) {
-		if (target_exists && !(flags & RENAME_EXCHANGE))
-			other = other_name(to, &st_to);
+		if (a.target_exists && !(flags & RENAME_EXCHANGE))
+			other = other_name(a.to, &a.st_to);
 		rc = identity_become(req, false);
-		if (rc == 0 && renameat2(parent->fd, name, newparent->fd, newname, flags) < 0)
+		if (rc == 0 && renameat2(a.parent->fd, name, a.newparent->fd, newname, flags) < 0)
 			rc = -errno;
 		identity_restore();
 		err = -rc;
 	}
 	if (!err && (flags & RENAME_EXCHANGE)) {
 		if (D.hlmap) {
-			ovs_hlmap_rename(D.hlmap, from, "/exchange");
-			ovs_hlmap_rename(D.hlmap, to, from);
-			ovs_hlmap_rename(D.hlmap, "/exchange", to);
+			ovs_hlmap_rename(D.hlmap, a.from, "/exchange");
+			ovs_hlmap_rename(D.hlmap, a.to, a.from);
+			ovs_hlmap_rename(D.hlmap, "/exchange", a.to);
 		}
-		node_update_exchanged(&st_from, parent, name, &st_to, newparent, newname);
+		node_update_exchanged(&a.st_from, a.parent, name, &a.st_to, a.newparent, newname);
 	} else if (!err) {
-		if (target_exists) {
-			if (D.hlmap && !S_ISDIR(st_to.st_mode) && st_to.st_nlink > 1)
-				ovs_hlmap_unlink(D.hlmap, D.srcfd, to, &st_to);
-			node_update_removed(st_to.st_dev, st_to.st_ino, newparent, newname, other);
+		if (a.target_exists) {
+			if (D.hlmap && !S_ISDIR(a.st_to.st_mode) && a.st_to.st_nlink > 1)
+				ovs_hlmap_unlink(D.hlmap, D.srcfd, a.to, &a.st_to);
+			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname, other);
 		}
 		if (D.hlmap)
-			ovs_hlmap_rename(D.hlmap, from, to);
-		node_update_moved(st_from.st_dev, st_from.st_ino, parent, name, newparent, newname);
+			ovs_hlmap_rename(D.hlmap, a.from, a.to);
+		node_update_moved(a.st_from.st_dev, a.st_from.st_ino, a.parent, name,
+				  a.newparent, newname);
 	}
 	ns_change_end();
 	free(other);
@@ -648,16 +780,23 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	struct fuse_entry_param e;
 	int rc, err = 0;
 
-	ns_change_begin();
-	rc = node_path(n, from, sizeof(from));
-	if (rc == 0)
-		rc = node_child_path(newparent, newname, to, sizeof(to));
-	if (rc < 0)
-		err = -rc;
-	if (!err)
-		err = preserve_node(n, "link");
-	if (!err)
-		err = preserve_path(ovs_preserve_name, to, "link");
+	err = ns_change_begin();
+	while (!err) {
+		rc = node_path(n, from, sizeof(from));
+		if (rc == 0)
+			rc = node_child_path(newparent, newname, to, sizeof(to));
+		if (rc < 0)
+			err = -rc;
+		if (!err)
+			err = preserve_node(n, "link");
+		if (!err)
+			err = preserve_path(ovs_preserve_name, to, "link");
+		if (!err)
+			err = preserve_done();
+		if (err != PRESERVE_AGAIN)
+			break;
+		err = 0;
+	}
 	if (!err) {
 		PROC_FD_PATH(proc, n->fd);
 		rc = identity_become(req, false);
@@ -758,12 +897,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	char path[PATH_MAX];
 	int fd = -1, rc, err = 0;
 
-	ns_change_begin();
-	rc = node_child_path(parent, name, path, sizeof(path));
-	if (rc < 0)
-		err = -rc;
-	if (!err)
-		err = preserve_path(ovs_preserve_name, path, "create");
+	err = create_begin(parent, name, path, sizeof(path));
 	if (!err) {
 		rc = identity_become(req, true);
 		if (rc == 0) {
@@ -817,6 +951,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 {
 	struct dnode *n = node_of(ino);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	struct write_in_flight w;
 	bool locked;
 	ssize_t res;
 	int err;
@@ -824,6 +959,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = handle_of(fi)->fd;
 	out.buf[0].pos = off;
+	write_in_flight_begin(&w, ino, off, fuse_buf_size(in_buf));
 	err = object_change_begin(n, &locked, "write");
 	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
 	object_change_end(locked);
@@ -831,6 +967,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 		fuse_reply_err(req, (int)-res);
 	else
 		fuse_reply_write(req, (size_t)res);
+	write_in_flight_end(&w);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

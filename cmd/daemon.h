@@ -151,5 +151,25 @@ extern const struct fuse_lowlevel_ops daemon_ops;
 /* Run the workers and the control thread until the session ends; returns
  * the exit status. */
 int daemon_loop(void);
+/* Rule 13: a modifying request leaves the count a take waits for while it
+ * preserves, and comes back (waiting while a barrier is up) before it
+ * changes SRC.  No-ops when already out / in. */
+void request_uncount(void);
+void request_count(void);
+/* A reference to D.layer (caller holds preserve_lock), NULL when there is
+ * no snapshot; the layer stays open until put even if a take retires it. */
+struct ovs_layer *layer_get(void);
+void layer_put(struct ovs_layer *layer);
+void test_preserve_gate(void);
+/* A write being served: the kernel keeps the pages it covers locked until
+ * it is answered, so a take must not wait on them (flush_dirty_pages). */
+struct write_in_flight {
+	fuse_ino_t ino;
+	off_t off;
+	size_t len;
+	struct write_in_flight *next, **pprev;
+};
+void write_in_flight_begin(struct write_in_flight *w, fuse_ino_t ino, off_t off, size_t len);
+void write_in_flight_end(struct write_in_flight *w);
 
 #endif

@@ -242,3 +242,17 @@ int ovs_ctl_reply(int fd, const char *fmt, ...)
 		return ovs_err(-rc, "send a control reply: %s", strerror(-rc));
 	return 0;
 }
+
+int ovs_ctl_quiesce(const struct ovs_volume *v)
+{
+	char reply[OVS_CTL_MSG_MAX];
+	int rc;
+
+	/* No timeout: a preserve takes as long as its copy takes. */
+	rc = ovs_ctl_call(ovs_volume_socket(v), "quiesce", -1, reply, sizeof(reply), -1);
+	/* No daemon, or one from before "quiesce" existed (it preserved
+	 * under its take, never into an older layer): nothing to wait for. */
+	if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EINVAL)
+		return 0;
+	return rc < 0 ? ovs_err_keep(rc, "wait for the snapshot mount's preserves") : 0;
+}

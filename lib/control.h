@@ -6,7 +6,10 @@
  * Requests (the CLI holds the volume lock and passes its fd along with
  * "take", "merge-active" and "drop-active" as SCM_RIGHTS, so the lock
  * stays held until the daemon is done even if the CLI dies):
- *   "status"              -> "ok pid=<pid> layer=<id> epoch=<n>"
+ *   "status"              -> "ok pid=<pid> layer=<id> epoch=<n> open=<n>
+ *                            deferred=<n> barrier=0|1 preserving=<n>"
+ *   "quiesce"             -> "ok"       (once nothing preserves into a
+ *                            layer older than the active one)
  *   "take <name>|-"       -> "ok <id>"  (barrier, flush, sync, register,
  *                            switch, release: DESIGN.md rules 10, 12, 13)
  *   "merge-active <A> <B>" -> "ok <A>" (B is the layer the daemon preserves
@@ -32,6 +35,16 @@
  * reply into buf.  An "err N msg" reply returns -N with msg as the error. */
 int ovs_ctl_call(const char *sockpath, const char *req, int fd_to_pass,
 		 char *reply, size_t len, int timeout_ms);
+
+/*
+ * Wait until the volume's daemon, if one runs, preserves into no layer but
+ * its active one ("quiesce" -> "ok"): right after a take, a request that
+ * began preserving before it may still be writing into the layer the take
+ * retired.  Call with the volume lock held, before changing an older
+ * layer; no take can retire another one meanwhile.
+ */
+struct ovs_volume;
+int ovs_ctl_quiesce(const struct ovs_volume *v);
 
 /* Server side. */
 int ovs_ctl_listen(const char *sockpath);	/* returns the listening fd */

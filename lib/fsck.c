@@ -24,6 +24,7 @@
 
 #include "ovsnap-private.h"
 #include "preserve.h"
+#include "control.h"
 #include "merge.h"
 #include "fsck.h"
 
@@ -999,7 +1000,12 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 		return 0;
 	}
 	rc = ovs_volume_lock(ck.v, opts->wait, "fsck");
+	/* Copies still landing in an older layer after a take would read
+	 * as leftovers of a crash. */
+	if (rc == 0)
+		rc = ovs_ctl_quiesce(ck.v);
 	if (rc < 0) {
+		ovs_volume_unlock(ck.v);	/* if it was taken */
 		ovs_volume_unref(ck.v);
 		return rc;
 	}

@@ -39,6 +39,7 @@
 #include "libovsnap.h"
 #include "ovsnap-private.h"
 #include "preserve.h"
+#include "control.h"
 #include "merge.h"
 #include "views.h"
 
@@ -639,6 +640,8 @@ int ovs_merge_snapshots_flags(struct ovs_volume *v, uint64_t older, uint64_t new
 	rc = refuse_active(v, newer, flags);
 	if (rc == 0)
 		rc = refuse_views(v, ia, ib, false);
+	if (rc == 0 && !(flags & OVS_MERGE_UNDER_BARRIER))
+		rc = ovs_ctl_quiesce(v);
 	if (rc < 0)
 		return rc;
 	rc = intent_begin(v, "merge", older, newer);
@@ -673,6 +676,8 @@ int ovs_drop_snapshot_flags(struct ovs_volume *v, uint64_t id, unsigned flags,
 						 progress, arg);
 	/* The oldest: no other view uses its layer. */
 	rc = refuse_views(v, 0, 0, true);
+	if (rc == 0 && !(flags & OVS_MERGE_UNDER_BARRIER))
+		rc = ovs_ctl_quiesce(v);
 	if (rc < 0)
 		return rc;
 	rc = intent_begin(v, "drop", id, 0);
@@ -700,6 +705,9 @@ int ovs_recover(struct ovs_volume *v)
 		return 0;
 	if (sscanf(text, "%15s", op) != 1)
 		return 0;
+	if ((strcmp(op, "merge") == 0 || strcmp(op, "drop") == 0) &&
+	    (rc = ovs_ctl_quiesce(v)) < 0)
+		return rc;
 	if (strcmp(op, "merge") == 0) {
 		if (sscanf(text, "merge %" SCNu64 " %" SCNu64, &a, &b) != 2)
 			return ovs_err(EUCLEAN, "bad intent record '%s'", text);
