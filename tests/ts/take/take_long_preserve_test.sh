@@ -1,0 +1,204 @@
+#!/bin/bash
+# Rule 13: a long preserve (a big subtree clone, a large copy on ext4) must
+# not hold up a take.  The daemon's test hook OVSNAPD_TEST_PRESERVE_GATE
+# holds every request that went through the preserve phase, after its
+# preserve and before its change, for as long as the gate file exists: a
+# preserve exactly as long as the test wants.  Each test checks that the
+# take (or the merge) ends while the preserve is still held, that the held
+# change then lands after it, and that every snapshot still equals the
+# manifest recorded at its take.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+
+MANIFEST=${OVSNAP_TOOLS}/tools/ovs-manifest
+GATE=$OVS_TMP/gate
+export OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$GATE
+
+setUp() {
+	rm -f "$GATE"
+	ovs_mkfs "${FSTYPE:-xfs}" 4G
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	rm -rf "$MF"
+	mkdir -p "$SRC/dir/sub" "$MF"
+	printf 'original\n' >"$SRC/file"
+	printf 'deep\n' >"$SRC/dir/sub/deep"
+	for i in $(seq 50); do printf '%s\n' "$i" >"$SRC/dir/f$i"; done
+	take_snapshot
+	forget_manifest
+}
+
+tearDown() {
+	rm -f "$GATE"
+	[ -n "${BG:-}" ] && kill "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
+	BG=
+	ovs_teardown
+}
+
+# ctl REQUEST: one request on the daemon's control socket; prints the reply.
+ctl() {
+	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(sys.argv[2].encode())
+print(s.recv(4096).decode())
+EOF
+}
+
+# The manifest of SRC as the next take must show it.  Recorded before a
+# held change starts: the kernel keeps the pages of a write it is waiting
+# on locked, and the directories of a rename, so reading them would wait
+# for the gate.
+record_manifest() {
+	"$MANIFEST" "$SRC" >"$MF/pending" || fail "manifest of $SRC"
+}
+
+# Take a snapshot showing the manifest recorded last (recorded now when
+# none is pending).
+take_snapshot() {
+	local id
+	[ -f "$MF/pending" ] || record_manifest
+	ovs_run timeout 120 "$OVSNAP" take "$SRC"
+	assertEquals "take exit status (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	id=$OVS_OUT
+	cp "$MF/pending" "$MF/$id.manifest"
+}
+
+# Nothing pending: the next take records its own manifest.
+forget_manifest() {
+	rm -f "$MF/pending"
+}
+
+# Wait until the daemon holds a request at the gate.
+wait_held() {
+	local i status
+	for i in $(seq 200); do
+		status=$(ctl status)
+		case $status in *preserving=[1-9]*) return 0 ;; esac
+		sleep 0.05
+	done
+	fail "no preserve held at the gate ($status)"
+	return 1
+}
+
+# Start "$@" in the background with its preserve held at the gate.
+start_held() {
+	touch "$GATE"
+	"$@" &
+	BG=$!
+	wait_held
+}
+
+# The held command is still waiting: what ran meanwhile did not wait for it.
+assert_still_held() {
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "$1: the held change is still waiting at the gate" $?
+}
+
+release() {
+	local rc
+	rm -f "$GATE"
+	wait "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held change succeeds once released" 0 "$rc"
+}
+
+append_changed() {
+	printf 'changed\n' >>"$SRC/file"
+}
+
+take_during_file_preserve() {
+	record_manifest
+	start_held append_changed || return
+	take_snapshot
+	assert_still_held "take"
+	assertContains "the daemon preserves into the new layer" "$(ctl status)" "layer=2"
+	release
+	assertEquals "the live file has the change" "original
+changed" "$(cat "$SRC/file")"
+	# Snapshot 2 was taken before the change reached SRC: the held
+	# request preserved again, into layer 2, before it changed SRC.
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_take_does_not_wait_for_a_file_preserve() {
+	take_during_file_preserve
+}
+
+test_take_does_not_wait_for_a_file_preserve_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	take_during_file_preserve
+}
+
+test_take_does_not_wait_for_a_subtree_clone() {
+	record_manifest
+	start_held mv "$SRC/dir" "$SRC/moved" || return
+	take_snapshot
+	assert_still_held "take"
+	release
+	[ -d "$SRC/moved/sub" ] && [ ! -e "$SRC/dir" ]
+	assertTrue "the live tree shows the rename" $?
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_several_takes_while_held() {
+	record_manifest
+	start_held append_changed || return
+	take_snapshot
+	take_snapshot
+	take_snapshot
+	assert_still_held "three takes"
+	release
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# `ovsnap drop` of the layer the take retired waits until the held request
+# is done writing into it.
+test_drop_of_retired_layer_waits_for_its_preserve() {
+	local drop rc
+	record_manifest
+	start_held append_changed || return
+	take_snapshot
+	"$OVSNAP" drop "$SRC" 1 &
+	drop=$!
+	sleep 1
+	kill -0 "$drop" 2>/dev/null
+	assertTrue "drop waits while a preserve may still write into layer 1" $?
+	release
+	wait "$drop"
+	rc=$?
+	assertEquals "drop after the preserve" 0 "$rc"
+	ovs_run "$OVSNAP" fsck -n "$SRC"
+	assertEquals "fsck finds nothing (output: $OVS_OUT $OVS_ERR)" 0 "$OVS_RC"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# A drop of the active snapshot (merged away by the daemon under its
+# barrier) waits for a preserve into it, which then preserves again into
+# the survivor.
+test_drop_of_active_layer_waits_for_its_preserve() {
+	local drop rc
+	printf 'between\n' >"$SRC/dir/f1"
+	take_snapshot
+	forget_manifest
+	start_held append_changed || return
+	"$OVSNAP" drop "$SRC" 2 &
+	drop=$!
+	sleep 1
+	kill -0 "$drop" 2>/dev/null
+	assertTrue "the merge of the active layer waits for the held preserve" $?
+	release
+	wait "$drop"
+	rc=$?
+	assertEquals "drop of the active snapshot" 0 "$rc"
+	assertContains "layer 1 is active again" "$(ctl status)" "layer=1"
+	printf 'after\n' >>"$SRC/dir/f2"
+	ovs_run "$OVSNAP" fsck -n "$SRC"
+	assertEquals "fsck finds nothing (output: $OVS_OUT $OVS_ERR)" 0 "$OVS_RC"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+. "$SHUNIT2"
