@@ -27,7 +27,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -294,49 +293,6 @@ out:
 	return rc;
 }
 
-/*
- * Cold sequential reads through the mount come in readahead-sized READ
- * requests, and the kernel gives a FUSE mount 128 KiB of readahead (INIT
- * can only lower it).  Requests may carry 1 MiB (max_pages), so raise
- * the mount's readahead to that: measured on a 2-core VM, a cold 1 GiB
- * read took about a third less time.  This needs the mount's device
- * number, and stat() of SRC is a request to ourselves: so a short-lived
- * thread does it once the workers serve.  Failing is harmless.
- */
-#define READAHEAD_KB 1024
-
-static void *raise_readahead_main(void *arg)
-{
-	char path[64];
-	struct stat st;
-	unsigned long kb = 0;
-	FILE *f;
-
-	(void)arg;
-	if (stat(D.src, &st) < 0)
-		return NULL;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
-		 minor(st.st_dev));
-	f = fopen(path, "r+e");
-	if (!f)
-		return NULL;
-	if (fscanf(f, "%lu", &kb) == 1 && kb < READAHEAD_KB) {
-		rewind(f);
-		fprintf(f, "%u\n", READAHEAD_KB);
-	}
-	if (fclose(f) != 0)
-		dlog(LOG_WARNING, "cannot raise the readahead of %s: %m", D.src);
-	return NULL;
-}
-
-static void raise_readahead(void)
-{
-	pthread_t t;
-
-	if (pthread_create(&t, NULL, raise_readahead_main, NULL) == 0)
-		pthread_detach(t);
-}
-
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: ovsnapd [--foreground] [--ready-fd N] [--debug] SRC\n"
@@ -435,7 +391,6 @@ int main(int argc, char **argv)
 		dprintf(ready_fd, "ok\n");
 		close(ready_fd);
 	}
-	raise_readahead();
 	rc = daemon_loop();
 	dlog(LOG_INFO, "exiting");
 	return rc;
