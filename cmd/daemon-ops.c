@@ -39,9 +39,6 @@
 
 #include "daemon.h"
 
-#define ATTR_TIMEOUT 1.0
-#define ENTRY_TIMEOUT 1.0
-
 #define PROC_FD_PATH(buf, fd) snprintf(buf, sizeof(buf), "/proc/self/fd/%d", fd)
 
 static struct dhandle *handle_of(struct fuse_file_info *fi)
@@ -299,7 +296,6 @@ static char *other_name(const char *path, const struct stat *st)
  * kernel's caches itself, so they cannot go stale; keep_cache relies on
  * the same for file data.  A short timeout cost a LOOKUP per name again
  * after a second (deleting 10,000 files: one more round trip each).
- * (ATTR_TIMEOUT and ENTRY_TIMEOUT above are no longer used.)
  */
 #define CACHE_TIMEOUT 86400.0
 
