@@ -20,7 +20,6 @@ static int opt_force, opt_all, opt_lazy, opt_wait;
 int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force)
 {
 	const char *src = ovs_volume_source(v);
-	struct stat st;
 	int rc;
 
 	if (ovs_daemon_running(v)) {
@@ -36,7 +35,7 @@ int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force)
 	/* A dead daemon's mount still covers SRC (ENOTCONN) and nothing can
 	 * bypass it: the new daemon mounts over it with no unprotected gap.
 	 * Without one, what processes hold open would bypass the new mount. */
-	if (stat(src, &st) < 0 && errno == ENOTCONN)
+	if (ovs_mount_dead(src))
 		force = true;
 	if (!force && ovs_check_no_users(cmd, src) != EXIT_OK)
 		return EXIT_FAIL;

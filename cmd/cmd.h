@@ -106,6 +106,8 @@ int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
  * goes along.  Reload the registry afterwards. */
 int ovs_daemon_merge_active(struct ovs_volume *v, uint64_t older, uint64_t newer);
 int ovs_daemon_drop_active(struct ovs_volume *v, uint64_t id);
+/* Whether src is the mount of a dead daemon (ENOTCONN). */
+bool ovs_mount_dead(const char *src);
 /* Lazily unmount the mount of a dead daemon at src: 1 if there was one,
  * 0 if not. */
 int ovs_umount_dead(const char *src);

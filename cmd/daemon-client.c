@@ -156,15 +156,22 @@ int ovs_check_no_users(const char *cmd, const char *src)
 	return EXIT_FAIL;
 }
 
-int ovs_umount_dead(const char *src)
+bool ovs_mount_dead(const char *src)
 {
 	struct statx stx;
+
+	/* FORCE_SYNC: the kernel answers a plain stat from its attribute
+	 * cache, which ovsnapd lets it keep for a day, even after the
+	 * daemon died. */
+	return statx(AT_FDCWD, src, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) < 0 &&
+	       errno == ENOTCONN;
+}
+
+int ovs_umount_dead(const char *src)
+{
 	int rc;
 
-	/* FORCE_SYNC: for a second after the daemon died, the kernel still
-	 * answers a plain stat from its attribute cache. */
-	if (statx(AT_FDCWD, src, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) == 0 ||
-	    errno != ENOTCONN)
+	if (!ovs_mount_dead(src))
 		return 0;
 	rc = ovs_umount_lazy(src);
 	return rc < 0 ? rc : 1;

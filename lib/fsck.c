@@ -288,8 +288,8 @@ static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
 	if (tb && (fs = mnt_table_find_target(tb, ck->src, MNT_ITER_BACKWARD)))
 		mounted = mnt_fs_get_fstype(fs) &&
 			  strcmp(mnt_fs_get_fstype(fs), OVS_FUSE_FSTYPE) == 0;
-	/* FORCE_SYNC: for a second after the daemon died, the kernel still
-	 * answers a plain stat from its attribute cache. */
+	/* FORCE_SYNC: the kernel answers a plain stat from its attribute
+	 * cache (kept for a day by ovsnapd) even after the daemon died. */
 	if (mounted && statx(AT_FDCWD, ck->src, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) < 0 &&
 	    errno == ENOTCONN) {
 		ck->unprotected = true;
