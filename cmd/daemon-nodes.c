@@ -499,14 +499,6 @@ out:
  * thread of the process (it broadcasts), so the raw syscall is used.  The
  * umask lives in fs_struct, which threads share unless they unshare it.
  */
-int identity_thread_init(void)
-{
-	if (unshare(CLONE_FS) < 0)
-		return -errno;
-	umask(0);
-	return 0;
-}
-
 /*
  * What this thread acts as now.  Zero, as every thread starts: root, no
  * supplementary groups, umask 0 (identity_thread_init).  A switch costs
@@ -519,6 +511,20 @@ static __thread struct {
 	bool groups;		/* a non-empty supplementary group list */
 	mode_t umask;
 } acting;
+
+int identity_thread_init(void)
+{
+	/* What `acting` assumes: a daemon started through sudo or
+	 * with initgroups() would otherwise keep, say, group 0. */
+	if (syscall(SYS_setgroups, (size_t)0, NULL) < 0) {
+		acting.groups = true;	/* try again at the first switch */
+		return -errno;
+	}
+	if (unshare(CLONE_FS) < 0)
+		return -errno;
+	umask(0);
+	return 0;
+}
 
 int identity_become(fuse_req_t req, bool with_umask)
 {
