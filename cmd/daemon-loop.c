@@ -42,6 +42,9 @@
 #define WORKERS_START 4
 #define WORKERS_MAX 64
 #define REPLAYERS_MAX 4
+/* Tries of a merge of the active layer to find no preserve running
+ * before it waits for them under its barrier. */
+#define FOLD_ATTEMPTS 20
 
 struct deferred {
 	struct deferred *next;
@@ -212,7 +215,7 @@ struct ovs_layer *layer_get(void)
 
 void layer_put(struct ovs_layer *layer)
 {
-	struct layer_ref **p, *r;
+	struct layer_ref **p, *r, *gone = NULL;
 
 	if (!layer)
 		return;
@@ -222,12 +225,16 @@ void layer_put(struct ovs_layer *layer)
 	npreserving--;
 	if (r && --r->refs == 0) {
 		*p = r->next;
-		if (r->retired) {
-			ovs_layer_close(r->layer);
-			dbg("layer of snapshot %" PRIu64 " closed after its last preserve", r->id);
-		}
-		free(r);
+		gone = r;
 	}
+	pthread_mutex_unlock(&layers_lock);
+	if (gone && gone->retired) {
+		ovs_layer_close(gone->layer);
+		dbg("layer of snapshot %" PRIu64 " closed after its last preserve", gone->id);
+	}
+	free(gone);
+	/* After the close: "quiesce" means the old layer is left alone. */
+	pthread_mutex_lock(&layers_lock);
 	pthread_cond_broadcast(&layers_cond);
 	pthread_mutex_unlock(&layers_lock);
 }
@@ -248,21 +255,37 @@ static void layer_retire(struct ovs_layer *layer)
 		ovs_layer_close(layer);
 }
 
-/* Wait until nothing preserves into layer (NULL: into any retired layer).
+/* Wait until nothing preserves into a retired layer (all: into any
+ * layer), or until timeout_ms passed (-1: no limit); true when idle.
  * Only D.layer gains references, and only under preserve_lock. */
-static void layers_wait_idle(const struct ovs_layer *layer)
+static bool layers_wait_idle(bool all, long timeout_ms)
 {
+	struct timespec until;
+	bool idle;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&layers_lock);
 	for (;;) {
 		struct layer_ref *r = layer_refs;
 
-		while (r && (layer ? r->layer != layer : !r->retired))
+		while (r && !all && !r->retired)
 			r = r->next;
-		if (!r)
+		idle = !r;
+		if (idle)
 			break;
-		pthread_cond_wait(&layers_cond, &layers_lock);
+		if (timeout_ms < 0)
+			pthread_cond_wait(&layers_cond, &layers_lock);
+		else if (pthread_cond_timedwait(&layers_cond, &layers_lock, &until) == ETIMEDOUT)
+			break;
 	}
 	pthread_mutex_unlock(&layers_lock);
+	return idle;
 }
 
 static unsigned preserving_count(void)
@@ -298,7 +321,7 @@ static void *worker_main(void *arg)
 
 	(void)arg;
 	if (identity_thread_init() < 0)
-		dlog(LOG_ERR, "unshare(CLONE_FS): %m");
+		dlog(LOG_ERR, "set up the identity of a worker thread: %m");
 	for (;;) {
 		int res;
 
@@ -368,13 +391,14 @@ static void *replayer_main(void *arg)
 		if (!D.deferred_head)
 			D.deferred_tail = NULL;
 		D.ndeferred--;
+		/* Counted in the same breath as the barrier check: a take
+		 * raised in between would not wait for it. */
+		count_locked();
 		pthread_mutex_unlock(&D.loop_lock);
-		if (!fuse_session_exited(D.se)) {
-			pthread_mutex_lock(&D.loop_lock);
-			count_locked();
-			pthread_mutex_unlock(&D.loop_lock);
+		if (!fuse_session_exited(D.se))
 			process_request(&buf);
-		}
+		else
+			request_uncount();
 		free(d);
 		pthread_mutex_lock(&D.loop_lock);
 	}
@@ -451,14 +475,13 @@ static int cmp_range(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Page-cache folios can be larger than a page: keep well clear of the
- * pages a write in flight holds. */
-#define HELD_ALIGN (2u << 20)
-
-/* The ranges of ino's writes in flight, widened to HELD_ALIGN and sorted
- * (malloc'ed, NULL when there are none). */
+/* The ranges of ino's writes in flight, widened to whole pages and
+ * sorted (malloc'ed, NULL when there are none).  The take's test with a
+ * held write checks that no larger folio of the file is locked on this
+ * kernel: the take would wait for the write otherwise. */
 static size_t held_ranges(fuse_ino_t ino, struct byte_range **out)
 {
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct byte_range *r = NULL;
 	size_t n = 0, cap = 0;
 
@@ -473,8 +496,8 @@ static size_t held_ranges(fuse_ino_t ino, struct byte_range **out)
 				break;
 			r = nr;
 		}
-		r[n].start = (uint64_t)w->off & ~(uint64_t)(HELD_ALIGN - 1);
-		r[n].end = ((uint64_t)w->off + w->len + HELD_ALIGN - 1) & ~(uint64_t)(HELD_ALIGN - 1);
+		r[n].start = (uint64_t)w->off & ~(page - 1);
+		r[n].end = ((uint64_t)w->off + w->len + page - 1) & ~(page - 1);
 		n++;
 	}
 	pthread_mutex_unlock(&writes_lock);
@@ -498,7 +521,7 @@ static void write_back(fuse_ino_t ino, uint64_t off, uint64_t len)
  * waits.  This runs BEFORE the barrier goes up: a held write(2) keeps its
  * page-cache pages locked until it is answered, so invalidating its inode
  * while it is held would never return.  For the same reason it goes
- * around the pages of writes still being served (rule 13: one may be
+ * around the pages of write(2)s still being served (rule 13: one may be
  * preserving for a long time; it lands after the take anyway).  Pages
  * dirtied after this point are racing the take and land after it.
  */
@@ -692,13 +715,22 @@ static int fold_active_layer(uint64_t older, uint64_t newer, int lockfd, bool *f
 
 	if (lockfd >= 0)
 		ovs_lock_note(lockfd, older ? "merge (ovsnapd)" : "drop (ovsnapd)");
-	flush_dirty_pages();
-	barrier_raise();
-	pthread_rwlock_wrlock(&D.preserve_lock);
-	/* A preserve into the layer being merged must be in place first;
-	 * it then preserves again into the survivor (the epoch moves). */
-	layers_wait_idle(D.layer);
-	layers_wait_idle(NULL);
+	/* No preserve may be running into the layers being merged; one
+	 * that began before then preserves again into the survivor (the
+	 * epoch moves).  Rather than hold the barrier up while a long one
+	 * finishes, wait for it outside the barrier and try again; only
+	 * when preserves keep overlapping does the barrier wait for them. */
+	for (int attempt = 0;; attempt++) {
+		flush_dirty_pages();
+		barrier_raise();
+		pthread_rwlock_wrlock(&D.preserve_lock);
+		if (layers_wait_idle(true, 0) || attempt == FOLD_ATTEMPTS)
+			break;
+		pthread_rwlock_unlock(&D.preserve_lock);
+		barrier_drop();
+		layers_wait_idle(true, 1000);
+	}
+	layers_wait_idle(true, -1);
 
 	rc = ovs_registry_load(D.vol);
 	if (rc < 0)
@@ -826,7 +858,7 @@ static void handle_request(int conn)
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another
 		 * layer until it is done. */
-		layers_wait_idle(NULL);
+		layers_wait_idle(false, -1);
 		ovs_ctl_reply(conn, "ok");
 	} else if (strcmp(req, "take") == 0 || strncmp(req, "take ", 5) == 0) {
 		const char *name = req[4] ? req + 5 : "-";

@@ -164,12 +164,32 @@ static int preserve_node(struct dnode *n, const char *what)
 }
 
 /*
+ * Page-cache writeback (dirty pages of shared writable mmaps) is not held
+ * by a barrier and a take forces it out before it raises one (rule 10):
+ * it must land before the switch, in the layer it was dirtied for.  So it
+ * preserves and changes in one go under preserve_lock (read), which the
+ * switch waits for, rather than in two phases.
+ */
+static int writeback_change_begin(struct dnode *n, bool *locked, const char *what)
+{
+	pthread_mutex_lock(&D.change_lock);
+	*locked = true;
+	change_enter();
+	pres_layer = layer_get();
+	pres_epoch = D.epoch;
+	if (D.layer && !pres_layer)
+		return ENOMEM;
+	return preserve_node(n, what);
+}
+
+/*
  * Before a data or metadata change of an existing object: the fast path
  * (already covered in this epoch) takes only the read side of
  * preserve_lock.  *locked tells whether change_lock is held too; release
- * both with object_change_end().
+ * both with object_change_end().  writeback: the change is page-cache
+ * writeback.
  */
-static int object_change_begin(struct dnode *n, bool *locked, const char *what)
+static int object_change_begin(struct dnode *n, bool writeback, bool *locked, const char *what)
 {
 	int err;
 
@@ -178,6 +198,11 @@ static int object_change_begin(struct dnode *n, bool *locked, const char *what)
 	if (!D.layer || __atomic_load_n(&n->covered_epoch, __ATOMIC_ACQUIRE) == D.epoch)
 		return 0;
 	change_leave();
+	if (writeback)
+		return writeback_change_begin(n, locked, what);
+	/* Out of the count before waiting: the holder of change_lock may
+	 * be waiting for a take, which must not wait for this request. */
+	request_uncount();
 	pthread_mutex_lock(&D.change_lock);
 	*locked = true;
 	err = preserve_begin();
@@ -203,6 +228,7 @@ static void object_change_end(bool locked)
  * preserve_done() before the change; ns_change_end() in every case. */
 static int ns_change_begin(void)
 {
+	request_uncount();	/* before waiting, as in object_change_begin */
 	pthread_mutex_lock(&D.change_lock);
 	return preserve_begin();
 }
@@ -293,9 +319,11 @@ static char *other_name(const char *path, const struct stat *st)
  * without asking.  Only this mount changes SRC while it is mounted (the
  * store and the layers are outside it, and preservation reads SRC but
  * writes only into the layer), and every change through it updates the
- * kernel's caches itself, so they cannot go stale; keep_cache relies on
- * the same for file data.  A short timeout cost a LOOKUP per name again
- * after a second (deleting 10,000 files: one more round trip each).
+ * kernel's caches itself; keep_cache relies on the same for file data.
+ * A short timeout cost a LOOKUP per name again after a second (deleting
+ * 10,000 files: one more round trip each).  What bypasses the mount
+ * (files held open across `activate --force`, hard links from outside
+ * SRC, both reported by fsck) can leave these caches stale for as long.
  */
 #define CACHE_TIMEOUT 86400.0
 
@@ -473,7 +501,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	bool locked;
 	int err;
 
-	err = object_change_begin(n, &locked, "setattr");
+	err = object_change_begin(n, false, &locked, "setattr");
 	if (!err)
 		err = apply_setattr(n, attr, valid, fi);
 	object_change_end(locked);
@@ -868,7 +896,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int fd = -1, rc, err = 0;
 
 	if (trunc)
-		err = object_change_begin(n, &locked, "open with O_TRUNC");
+		err = object_change_begin(n, false, &locked, "open with O_TRUNC");
 	if (!err) {
 		PROC_FD_PATH(proc, n->fd);
 		rc = identity_become(req, false);
@@ -979,15 +1007,19 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = handle_of(fi)->fd;
 	out.buf[0].pos = off;
-	write_in_flight_begin(&w, ino, off, fuse_buf_size(in_buf));
-	err = object_change_begin(n, &locked, "write");
+	/* A write(2) keeps its pages locked in the kernel until answered;
+	 * writeback does not, and a take must wait for it. */
+	if (!fi->writepage)
+		write_in_flight_begin(&w, ino, off, fuse_buf_size(in_buf));
+	err = object_change_begin(n, fi->writepage, &locked, "write");
 	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
 	object_change_end(locked);
 	if (res < 0)
 		fuse_reply_err(req, (int)-res);
 	else
 		fuse_reply_write(req, (size_t)res);
-	write_in_flight_end(&w);
+	if (!fi->writepage)
+		write_in_flight_end(&w);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1030,7 +1062,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	bool locked;
 	int err;
 
-	err = object_change_begin(node_of(ino), &locked, "fallocate");
+	err = object_change_begin(node_of(ino), false, &locked, "fallocate");
 	if (!err && fallocate(handle_of(fi)->fd, mode, off, len) < 0)
 		err = errno;
 	object_change_end(locked);
@@ -1046,7 +1078,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	int err;
 
 	(void)ino_in;
-	err = object_change_begin(node_of(ino_out), &locked, "copy_file_range");
+	err = object_change_begin(node_of(ino_out), false, &locked, "copy_file_range");
 	res = err ? -err : copy_file_range(handle_of(fi_in)->fd, &off_in, handle_of(fi_out)->fd,
 					   &off_out, len, flags);
 	if (res < 0 && !err)
@@ -1263,7 +1295,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	bool locked;
 	int rc, err;
 
-	err = object_change_begin(n, &locked, "setxattr");
+	err = object_change_begin(n, false, &locked, "setxattr");
 	if (!err) {
 		rc = identity_become(req, false);
 		if (rc == 0)
@@ -1281,7 +1313,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	bool locked;
 	int rc, err;
 
-	err = object_change_begin(n, &locked, "removexattr");
+	err = object_change_begin(n, false, &locked, "removexattr");
 	if (!err) {
 		rc = identity_become(req, false);
 		if (rc == 0)

@@ -11,6 +11,7 @@
 ovs_require_root
 
 MANIFEST=${OVSNAP_TOOLS}/tools/ovs-manifest
+FSOP=${OVSNAP_TOOLS}/tools/ovs-fsop
 GATE=$OVS_TMP/gate
 export OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$GATE
 
@@ -30,7 +31,7 @@ setUp() {
 
 tearDown() {
 	rm -f "$GATE"
-	[ -n "${BG:-}" ] && kill "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
+	[ -n "${BG:-}" ] && kill -9 "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
 	BG=
 	ovs_teardown
 }
@@ -96,10 +97,27 @@ assert_still_held() {
 	assertTrue "$1: the held change is still waiting at the gate" $?
 }
 
+# wait_bounded PID: its exit status, or 124 after killing it when it has
+# not ended within a minute (a wedged daemon must fail the test, not hang
+# it).
+wait_bounded() {
+	local i
+	for i in $(seq 600); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1" 2>/dev/null
+		wait "$1" 2>/dev/null
+		return 124
+	fi
+	wait "$1"
+}
+
 release() {
 	local rc
 	rm -f "$GATE"
-	wait "$BG"
+	wait_bounded "$BG"
 	rc=$?
 	BG=
 	assertEquals "the held change succeeds once released" 0 "$rc"
@@ -155,6 +173,66 @@ test_several_takes_while_held() {
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# A second first change waits for the held one (the daemon serialises
+# first changes); it must not be counted by the take while it waits, or
+# the take, the held preserve and the waiting change would wait for one
+# another.
+test_take_while_another_change_waits_behind_the_held_one() {
+	local touch_pid rc
+	record_manifest
+	start_held append_changed || return
+	touch "$SRC/other" &
+	touch_pid=$!
+	sleep 0.5
+	take_snapshot
+	assert_still_held "take"
+	release
+	wait_bounded "$touch_pid"
+	rc=$?
+	assertEquals "the waiting create succeeds" 0 "$rc"
+	[ -f "$SRC/other" ]
+	assertTrue "the created file is there" $?
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# Rule 10 next to a held write(2): a page of the same file dirtied through
+# a shared mapping before the take is written back by the take (the
+# kernel keeps only the pages of the held write locked), so the new
+# snapshot shows it, and not the held write.  No manifest: reading the
+# file would wait for the held write's page.
+test_take_writes_back_dirty_pages_next_to_a_held_write() {
+	local mapper id upper view rc
+	head -c 4194304 /dev/zero | tr '\0' a >"$SRC/big"
+	take_snapshot
+	forget_manifest
+	"$FSOP" mmap-dirty "$SRC/big" 0 DIRTY "$OVS_TMP/ready" "$OVS_TMP/go" &
+	mapper=$!
+	for i in $(seq 200); do [ -e "$OVS_TMP/ready" ] && break; sleep 0.05; done
+	start_held dd if=/dev/zero of="$SRC/big" bs=4096 count=1 seek=256 conv=notrunc status=none ||
+		return
+	ovs_run timeout 120 "$OVSNAP" take "$SRC"
+	assertEquals "take next to a held write (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	id=$OVS_OUT
+	assert_still_held "take"
+	release
+	touch "$OVS_TMP/go"
+	wait_bounded "$mapper"
+	rc=$?
+	assertEquals "mmap writer" 0 "$rc"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	upper=$(ovs_snapshot_layers "$SRC" | awk -v id="$id" '$1 == id { sub(/^[0-9]+ /, ""); print }')
+	view=$OVS_TMP/view
+	mkdir -p "$view"
+	ovs_overlay_mount "$view" "$upper:$SRC" || { fail "overlay of snapshot $id"; return; }
+	assertEquals "snapshot $id shows the page dirtied before it" "DIRTY" \
+		"$(head -c 5 "$view/big")"
+	assertEquals "snapshot $id does not show the held write" "aaaa" \
+		"$(dd if="$view/big" bs=4096 skip=256 count=1 status=none | head -c 4)"
+	assertEquals "the live file has the held write" "0" \
+		"$(dd if="$SRC/big" bs=4096 skip=256 count=1 status=none | od -An -tu1 | awk '{print $1; exit}')"
+}
+
 # `ovsnap drop` of the layer the take retired waits until the held request
 # is done writing into it.
 test_drop_of_retired_layer_waits_for_its_preserve() {
@@ -168,7 +246,7 @@ test_drop_of_retired_layer_waits_for_its_preserve() {
 	kill -0 "$drop" 2>/dev/null
 	assertTrue "drop waits while a preserve may still write into layer 1" $?
 	release
-	wait "$drop"
+	wait_bounded "$drop"
 	rc=$?
 	assertEquals "drop after the preserve" 0 "$rc"
 	ovs_run "$OVSNAP" fsck -n "$SRC"
@@ -191,7 +269,7 @@ test_drop_of_active_layer_waits_for_its_preserve() {
 	kill -0 "$drop" 2>/dev/null
 	assertTrue "the merge of the active layer waits for the held preserve" $?
 	release
-	wait "$drop"
+	wait_bounded "$drop"
 	rc=$?
 	assertEquals "drop of the active snapshot" 0 "$rc"
 	assertContains "layer 1 is active again" "$(ctl status)" "layer=1"
