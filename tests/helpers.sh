@@ -385,6 +385,20 @@ ovs_snapshot_layers() {
 		awk '$1 == "id" { id = $2 } $1 == "upper" { sub(/^upper /, ""); print id, $0 }'
 }
 
+# ovs_ctl REQUEST: send one request to the control socket of the daemon
+# this script started (the only socket in $OVSNAP_RUN_DIR) and print the
+# reply.  Test hooks need OVSNAPD_TEST_HOOKS=1 in the daemon's
+# environment.
+ovs_ctl() {
+	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(sys.argv[2].encode())
+print(s.recv(4096).decode())
+EOF
+}
+
 # ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]: deactivate SRC,
 # then mount every snapshot k read-only as a stock overlay of
 # upper_k:...:upper_n:SRC and compare its manifest with

@@ -26,19 +26,8 @@ tearDown() {
 	ovs_teardown
 }
 
-# ctl REQUEST: one request on the daemon's control socket; prints the reply.
-ctl() {
-	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-s.connect(sys.argv[1])
-s.send(sys.argv[2].encode())
-print(s.recv(4096).decode())
-EOF
-}
-
 daemon_pid() {
-	ctl status | sed -n 's/.*pid=\([0-9]*\).*/\1/p'
+	ovs_ctl status | sed -n 's/.*pid=\([0-9]*\).*/\1/p'
 }
 
 test_file_operations() {
@@ -141,9 +130,9 @@ test_sigkill_leaves_enotconn_and_restart() {
 
 test_barrier_holds_changes_not_reads() {
 	local start t_touch status i
-	ctl "barrier-hold 3000" >"$OVS_TMP/hold" &
+	ovs_ctl "barrier-hold 3000" >"$OVS_TMP/hold" &
 	for i in $(seq 20); do
-		case $(ctl status) in *barrier=1*) break ;; esac
+		case $(ovs_ctl status) in *barrier=1*) break ;; esac
 		sleep 0.1
 	done
 	start=$(date +%s%N)
@@ -152,7 +141,7 @@ test_barrier_holds_changes_not_reads() {
 	assertTrue "reads were quick" "[ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ]"
 	touch "$SRC/created" &
 	for i in $(seq 20); do
-		status=$(ctl status)
+		status=$(ovs_ctl status)
 		case $status in *deferred=[1-9]*) break ;; esac
 		sleep 0.1
 	done
@@ -165,17 +154,17 @@ test_barrier_holds_changes_not_reads() {
 	assertTrue "the create was held until the barrier dropped (${t_touch} ms)" \
 		"[ $t_touch -ge 2000 ]"
 	assertTrue "and then done" "[ -e '$SRC/created' ]"
-	assertContains "nothing left held" "$(ctl status)" "deferred=0"
+	assertContains "nothing left held" "$(ovs_ctl status)" "deferred=0"
 }
 
 test_stop_refuses_while_files_are_open() {
 	local reply
 	exec 5<"$SRC/file"
-	reply=$(ctl stop)
+	reply=$(ovs_ctl stop)
 	assertContains "stop refused" "$reply" "err 16 "
 	exec 5<&-
 	sleep 0.2
-	reply=$(ctl stop)
+	reply=$(ovs_ctl stop)
 	assertEquals "stop" "ok" "$reply"
 	ovs_wait_unmounted "$SRC" 5
 	assertEquals "the real directory is back" "original" "$(cat "$SRC/file")"

@@ -54,18 +54,6 @@ expect_fsck() {
 	assertEquals "$what: fsck $* report" "$want" "$OVS_OUT"
 }
 
-# A request to the daemon's control socket (test hooks need
-# OVSNAPD_TEST_HOOKS=1, exported above for every daemon started here).
-ctl() {
-	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-s.connect(sys.argv[1])
-s.send(sys.argv[2].encode())
-print(s.recv(4096).decode())
-EOF
-}
-
 # Kill the daemon after step N of a take, for every N.  Before each take
 # a few files change (preserved into the newest layer, one through a
 # shared mapping); fsck must then see nothing but the dead mount (and at
@@ -90,7 +78,7 @@ test_sigkill_take_at_every_step() {
 		before=$(ids)
 		next=$(sed -n 's/^next-id //p' "$STORE/registry")
 		"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-		assertEquals "$what: arm the hook" "ok" "$(ctl "take-crash-after $n")"
+		assertEquals "$what: arm the hook" "ok" "$(ovs_ctl "take-crash-after $n")"
 		ovs_run "$OVSNAP" take "$SRC"
 		assertNotEquals "$what: the take fails" 0 "$OVS_RC"
 		assertContains "$what: the take says why" "$OVS_ERR" "hung up without answering"

@@ -36,17 +36,6 @@ tearDown() {
 	ovs_teardown
 }
 
-# ctl REQUEST: one request on the daemon's control socket; prints the reply.
-ctl() {
-	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-s.connect(sys.argv[1])
-s.send(sys.argv[2].encode())
-print(s.recv(4096).decode())
-EOF
-}
-
 # The manifest of SRC as the next take must show it.  Recorded before a
 # held change starts: the kernel keeps the pages of a write it is waiting
 # on locked, and the directories of a rename, so reading them would wait
@@ -75,7 +64,7 @@ forget_manifest() {
 wait_held() {
 	local i status
 	for i in $(seq 200); do
-		status=$(ctl status)
+		status=$(ovs_ctl status)
 		case $status in *preserving=[1-9]*) return 0 ;; esac
 		sleep 0.05
 	done
@@ -132,7 +121,7 @@ take_during_file_preserve() {
 	start_held append_changed || return
 	take_snapshot
 	assert_still_held "take"
-	assertContains "the daemon preserves into the new layer" "$(ctl status)" "layer=2"
+	assertContains "the daemon preserves into the new layer" "$(ovs_ctl status)" "layer=2"
 	release
 	assertEquals "the live file has the change" "original
 changed" "$(cat "$SRC/file")"
@@ -272,7 +261,7 @@ test_drop_of_active_layer_waits_for_its_preserve() {
 	wait_bounded "$drop"
 	rc=$?
 	assertEquals "drop of the active snapshot" 0 "$rc"
-	assertContains "layer 1 is active again" "$(ctl status)" "layer=1"
+	assertContains "layer 1 is active again" "$(ovs_ctl status)" "layer=1"
 	printf 'after\n' >>"$SRC/dir/f2"
 	ovs_run "$OVSNAP" fsck -n "$SRC"
 	assertEquals "fsck finds nothing (output: $OVS_OUT $OVS_ERR)" 0 "$OVS_RC"
