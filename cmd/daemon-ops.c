@@ -124,6 +124,19 @@ static int preserve_done(void)
 	return preserve_begin() ?: PRESERVE_AGAIN;
 }
 
+/* The end of one round of a preserve phase that left *err: true when a
+ * take switched layers meanwhile and the round must run again (with *err
+ * reset); false to go on to the change, or to fail with *err. */
+static bool preserve_again(int *err)
+{
+	if (!*err)
+		*err = preserve_done();
+	if (*err != PRESERVE_AGAIN)
+		return false;
+	*err = 0;
+	return true;
+}
+
 static int preserve_failed(int rc, const char *what, const char *path)
 {
 	dlog(LOG_ERR, "cannot preserve %s before %s: %s", *path ? path : "/", what,
@@ -206,14 +219,10 @@ static int object_change_begin(struct dnode *n, bool writeback, bool *locked, co
 	pthread_mutex_lock(&D.change_lock);
 	*locked = true;
 	err = preserve_begin();
-	while (!err) {
-		err = preserve_node(n, what);
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			err = preserve_node(n, what);
+		} while (preserve_again(&err));
 	return err;
 }
 
@@ -534,18 +543,14 @@ static int create_begin(struct dnode *parent, const char *name, char *path, size
 {
 	int rc, err = ns_change_begin();
 
-	while (!err) {
-		rc = node_child_path(parent, name, path, len);
-		if (rc < 0)
-			err = -rc;
-		if (!err)
-			err = preserve_path(ovs_preserve_name, path, "create");
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			rc = node_child_path(parent, name, path, len);
+			if (rc < 0)
+				err = -rc;
+			if (!err)
+				err = preserve_path(ovs_preserve_name, path, "create");
+		} while (preserve_again(&err));
 	return err;
 }
 
@@ -614,22 +619,18 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	int rc, err = 0;
 
 	err = ns_change_begin();
-	while (!err) {
-		rc = node_child_path(parent, name, path, sizeof(path));
-		if (rc < 0)
-			err = -rc;
-		else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			err = errno;
-		else if (S_ISDIR(st.st_mode))
-			err = EISDIR;
-		if (!err)
-			err = preserve_path(ovs_preserve_object, path, "unlink");
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			rc = node_child_path(parent, name, path, sizeof(path));
+			if (rc < 0)
+				err = -rc;
+			else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				err = errno;
+			else if (S_ISDIR(st.st_mode))
+				err = EISDIR;
+			if (!err)
+				err = preserve_path(ovs_preserve_object, path, "unlink");
+		} while (preserve_again(&err));
 	if (!err) {
 		other = other_name(path, &st);
 		rc = identity_become(req, false);
@@ -656,28 +657,24 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	int rc, err = 0;
 
 	err = ns_change_begin();
-	while (!err) {
-		rc = node_child_path(parent, name, path, sizeof(path));
-		if (rc < 0)
-			err = -rc;
-		else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			err = errno;
-		else if (!S_ISDIR(st.st_mode))
-			err = ENOTDIR;
-		/* Empty under change_lock: nothing can be created in it
-		 * until the rmdir is done (rule 3). */
-		if (!err) {
-			rc = dir_is_empty(parent->fd, name);
-			err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
-		}
-		if (!err)
-			err = preserve_rmdir_path(path, "rmdir");
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			rc = node_child_path(parent, name, path, sizeof(path));
+			if (rc < 0)
+				err = -rc;
+			else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				err = errno;
+			else if (!S_ISDIR(st.st_mode))
+				err = ENOTDIR;
+			/* Empty under change_lock: nothing can be created in it
+			 * until the rmdir is done (rule 3). */
+			if (!err) {
+				rc = dir_is_empty(parent->fd, name);
+				err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
+			}
+			if (!err)
+				err = preserve_rmdir_path(path, "rmdir");
+		} while (preserve_again(&err));
 	if (!err) {
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(parent->fd, name, AT_REMOVEDIR) < 0)
@@ -769,14 +766,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		return;
 	}
 	err = ns_change_begin();
-	while (!err) {
-		err = rename_prepare(&a);
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			err = rename_prepare(&a);
+		} while (preserve_again(&err));
 	if (err == RENAME_NOTHING) {
 		ns_change_end();
 		fuse_reply_err(req, 0);
@@ -824,22 +817,18 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	int rc, err = 0;
 
 	err = ns_change_begin();
-	while (!err) {
-		rc = node_path(n, from, sizeof(from));
-		if (rc == 0)
-			rc = node_child_path(newparent, newname, to, sizeof(to));
-		if (rc < 0)
-			err = -rc;
-		if (!err)
-			err = preserve_node(n, "link");
-		if (!err)
-			err = preserve_path(ovs_preserve_name, to, "link");
-		if (!err)
-			err = preserve_done();
-		if (err != PRESERVE_AGAIN)
-			break;
-		err = 0;
-	}
+	if (!err)
+		do {
+			rc = node_path(n, from, sizeof(from));
+			if (rc == 0)
+				rc = node_child_path(newparent, newname, to, sizeof(to));
+			if (rc < 0)
+				err = -rc;
+			if (!err)
+				err = preserve_node(n, "link");
+			if (!err)
+				err = preserve_path(ovs_preserve_name, to, "link");
+		} while (preserve_again(&err));
 	if (!err) {
 		PROC_FD_PATH(proc, n->fd);
 		rc = identity_become(req, false);
