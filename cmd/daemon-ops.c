@@ -611,6 +611,24 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	make_entry(req, parent, name, MAKE_SYMLINK, S_IFLNK, 0, link);
 }
 
+/* The path and state of parent/name before an unlink (dir false) or an
+ * rmdir (dir true): 0, or the errno the removal fails with. */
+static int entry_to_remove(struct dnode *parent, const char *name, bool dir, char *path,
+			   size_t len, struct stat *st)
+{
+	int rc = node_child_path(parent, name, path, len);
+
+	if (rc < 0)
+		return -rc;
+	if (fstatat(parent->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno;
+	if (dir && !S_ISDIR(st->st_mode))
+		return ENOTDIR;
+	if (!dir && S_ISDIR(st->st_mode))
+		return EISDIR;
+	return 0;
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
@@ -621,13 +639,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	err = ns_change_begin();
 	if (!err)
 		do {
-			rc = node_child_path(parent, name, path, sizeof(path));
-			if (rc < 0)
-				err = -rc;
-			else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-				err = errno;
-			else if (S_ISDIR(st.st_mode))
-				err = EISDIR;
+			err = entry_to_remove(parent, name, false, path, sizeof(path), &st);
 			if (!err)
 				err = preserve_path(ovs_preserve_object, path, "unlink");
 		} while (preserve_again(&err));
@@ -659,13 +671,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	err = ns_change_begin();
 	if (!err)
 		do {
-			rc = node_child_path(parent, name, path, sizeof(path));
-			if (rc < 0)
-				err = -rc;
-			else if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-				err = errno;
-			else if (!S_ISDIR(st.st_mode))
-				err = ENOTDIR;
+			err = entry_to_remove(parent, name, true, path, sizeof(path), &st);
 			/* Empty under change_lock: nothing can be created in it
 			 * until the rmdir is done (rule 3). */
 			if (!err) {
