@@ -5,7 +5,7 @@
 #   bash bench/record.sh DESCRIPTION [NAME...]
 #
 # DESCRIPTION becomes part of the file name (letters, digits, '-').  The
-# environment is passed on to run.sh (OVSNAP, OVSNAPD, FILEOPS, BENCH_DIR).
+# environment is passed on to run.sh (OVSNAP, OVSNAPD, FILEOPS, FUSE_PASSTHROUGH, BENCH_DIR).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -7,7 +7,7 @@
 #   bash bench/run.sh --list          list the benchmarks, run nothing
 #   bash bench/run.sh [NAME...]       run them (root; needs free space)
 #
-# Environment: OVSNAP, OVSNAPD, FILEOPS (set by `make bench`), BENCH_DIR
+# Environment: OVSNAP, OVSNAPD, FILEOPS, FUSE_PASSTHROUGH (set by `make bench`), BENCH_DIR
 # (where images go, default /var/tmp), BENCH_MIN_FREE_GB (default 13).
 set -euo pipefail
 

@@ -4,13 +4,15 @@
 #   take latency on a 100-file and a 200,000-file tree, and with 1 GiB dirty
 #   first write to a 1 GiB file after a take: clone (XFS) vs copy (ext4)
 #   live path vs native XFS vs fuse-overlayfs: 1 GiB sequential write and
-#   read, creating and deleting 20,000 small files
+#   read, creating and deleting 20,000 small files; the same on a plain
+#   FUSE passthrough (bench/fuse-passthrough.c) tells what FUSE alone costs
 # Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/snapshot-bench.sh
 # Needs about 12 GiB of free space under ${BENCH_DIR:-/var/tmp}.
 set -euo pipefail
 
 OVSNAP=${OVSNAP:-$PWD/ovsnap}
 FILEOPS=${FILEOPS:-$PWD/bench/ovs-fileops}
+FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 BIG_MB=${BIG_MB:-1024}
 SMALL_FILES=${SMALL_FILES:-20000}
 BIG_TREE=${BIG_TREE:-200000}
@@ -156,7 +158,7 @@ echo
 
 # --- live path vs native vs fuse-overlayfs -------------------------------
 mkdir -p "$work/xfs/native" "$work/xfs/live" "$work/xfs/fo-lower" "$work/xfs/fo-upper" \
-	"$work/xfs/fo-work" "$work/xfs/fo"
+	"$work/xfs/fo-work" "$work/xfs/fo" "$work/xfs/fp-real" "$work/xfs/fp"
 "$OVSNAP" take "$work/xfs/live" >/dev/null
 "$OVSNAP" take "$work/xfs/live" >/dev/null
 have_fo=no
@@ -164,9 +166,18 @@ if command -v fuse-overlayfs >/dev/null; then
 	fuse-overlayfs -o "lowerdir=$work/xfs/fo-lower,upperdir=$work/xfs/fo-upper,workdir=$work/xfs/fo-work" \
 		"$work/xfs/fo" && have_fo=yes
 fi
+have_fp=no
+if [ -x "$FUSE_PASSTHROUGH" ]; then
+	"$FUSE_PASSTHROUGH" "$work/xfs/fp-real" "$work/xfs/fp" &
+	for _ in $(seq 50); do
+		findmnt -n "$work/xfs/fp" >/dev/null && { have_fp=yes; break; }
+		sleep 0.1
+	done
+fi
 declare -A res
-for where in native live fo; do
+for where in native live fo fp; do
 	[ "$where" = fo ] && [ "$have_fo" = no ] && continue
+	[ "$where" = fp ] && [ "$have_fp" = no ] && continue
 	d=$work/xfs/$where
 	res[$where,write]=$(seq_write_ms "$d/big")
 	res[$where,read]=$(seq_read_ms "$d/big")
@@ -186,3 +197,13 @@ for w in write read create delete; do
 	row "$label" "$n" "$l" "${f:--}" "$(ratio "$n" "$l")x | $( [ -n "$f" ] && ratio "$n" "$f" || echo -)x"
 done
 "$OVSNAP" deactivate "$work/xfs/live"
+if [ "$have_fp" = yes ]; then
+	echo
+	row "FUSE alone: plain passthrough (ms)" "passthrough" "" "" "passthrough vs native | ovsnap vs passthrough"
+	for w in write read create delete; do
+		n=${res[native,$w]}; l=${res[live,$w]}; p=${res[fp,$w]}
+		row "  $w" "$p" "" "" "$(ratio "$n" "$p")x | $(ratio "$p" "$l")x"
+	done
+else
+	echo "(no plain FUSE passthrough: build bench/fuse-passthrough, or set FUSE_PASSTHROUGH)"
+fi
