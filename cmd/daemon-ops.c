@@ -971,9 +971,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	fi->keep_cache = 1;
 	fi->noflush = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* The kernel dropped the request (its connection was aborted):
+		 * it holds neither the open file nor the entry's reference. */
 		node_open_count(h->node, h->writable, -1);
 		close(fd);
 		free(h);
+		node_forget(node_of(e.ino), 1);
 	}
 }
 
