@@ -882,6 +882,29 @@ static bool flags_writable(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY;
 }
 
+/* The open file fi stands for is handle h, with the flags every open of
+ * this mount carries. */
+static void handle_to_kernel(struct fuse_file_info *fi, struct dhandle *h)
+{
+	fi->fh = (uintptr_t)h;
+	/* Every change to SRC passes through this mount, so the kernel's
+	 * page cache stays right across opens. */
+	fi->keep_cache = 1;
+	/* No FLUSH on close: locks are the kernel's own (op_init), XFS,
+	 * ext4 and btrfs report no errors at close, and the take writes
+	 * dirty pages back with notify_inval_inode, not FLUSH. */
+	fi->noflush = 1;
+}
+
+/* An open reply that could not be delivered (-ENOENT: the kernel dropped
+ * the request, its connection aborted): the handle is nobody's. */
+static void handle_drop(struct dhandle *h)
+{
+	node_open_count(h->node, h->writable, -1);
+	close(h->fd);
+	free(h);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dnode *n = node_of(ino);
@@ -915,19 +938,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	fi->fh = (uintptr_t)h;
-	/* Every change to SRC passes through this mount, so the kernel's
-	 * page cache stays right across opens. */
-	fi->keep_cache = 1;
-	/* No FLUSH on close: locks are the kernel's own (op_init), XFS,
-	 * ext4 and btrfs report no errors at close, and the take writes
-	 * dirty pages back with notify_inval_inode, not FLUSH. */
-	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		node_open_count(n, h->writable, -1);
-		close(fd);
-		free(h);
-	}
+	handle_to_kernel(fi, h);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		handle_drop(h);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, mode_t mode,
@@ -967,15 +980,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 		fuse_reply_err(req, err);
 		return;
 	}
-	fi->fh = (uintptr_t)h;
-	fi->keep_cache = 1;
-	fi->noflush = 1;
+	handle_to_kernel(fi, h);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* The kernel dropped the request (its connection was aborted):
-		 * it holds neither the open file nor the entry's reference. */
-		node_open_count(h->node, h->writable, -1);
-		close(fd);
-		free(h);
+		/* The kernel holds neither the open file nor the entry. */
+		handle_drop(h);
 		node_forget(node_of(e.ino), 1);
 	}
 }
