@@ -34,6 +34,20 @@ int ovs_mount_table_load(struct libmnt_table **out)
 	return 0;
 }
 
+int ovs_mount_table_iter(struct libmnt_table **tb, struct libmnt_iter **itr, int direction)
+{
+	int rc = ovs_mount_table_load(tb);
+
+	if (rc < 0)
+		return rc;
+	*itr = mnt_new_iter(direction);
+	if (!*itr) {
+		mnt_unref_table(*tb);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 static char *dup_or_empty(const char *s)
 {
 	return strdup(s ? s : "");
@@ -165,14 +179,9 @@ int ovs_mounts_below(const char *path, char ***targets, size_t *n)
 	size_t cnt = 0;
 	int rc;
 
-	rc = ovs_mount_table_load(&tb);
+	rc = ovs_mount_table_iter(&tb, &itr, MNT_ITER_FORWARD);
 	if (rc < 0)
 		return rc;
-	itr = mnt_new_iter(MNT_ITER_FORWARD);
-	if (!itr) {
-		mnt_unref_table(tb);
-		return ovs_err(ENOMEM, "out of memory");
-	}
 	while (mnt_table_next_fs(tb, itr, &fs) == 0) {
 		const char *t = mnt_fs_get_target(fs);
 		char **nv;

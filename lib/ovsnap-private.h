@@ -124,6 +124,10 @@ struct ovs_mountinfo {
 struct libmnt_table;
 /* The current mount table (libmount); mnt_unref_table() it. */
 int ovs_mount_table_load(struct libmnt_table **out);
+struct libmnt_iter;
+/* The same with an iterator over it (MNT_ITER_FORWARD or _BACKWARD);
+ * mnt_free_iter() and mnt_unref_table() them. */
+int ovs_mount_table_iter(struct libmnt_table **tb, struct libmnt_iter **itr, int direction);
 /* Detach the top mount at target (umount -l), through libmount. */
 int ovs_umount_lazy(const char *target);
 

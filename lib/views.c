@@ -65,14 +65,9 @@ static int collect(const char *only_src, struct ovs_view_mount **views, size_t *
 	size_t cnt = 0;
 	int rc;
 
-	rc = ovs_mount_table_load(&tb);
+	rc = ovs_mount_table_iter(&tb, &itr, MNT_ITER_FORWARD);
 	if (rc < 0)
 		return rc;
-	itr = mnt_new_iter(MNT_ITER_FORWARD);
-	if (!itr) {
-		mnt_unref_table(tb);
-		return ovs_err(ENOMEM, "out of memory");
-	}
 	while (mnt_table_next_fs(tb, itr, &fs) == 0) {
 		struct ovs_view_mount *nv;
 
@@ -134,16 +129,11 @@ int ovs_view_at(const char *target, struct ovs_view_mount *out)
 	struct libmnt_fs *fs, *top = NULL;
 	int rc;
 
-	rc = ovs_mount_table_load(&tb);
-	if (rc < 0)
-		return rc;
 	/* mountinfo lists mounts in mount order: the last one at target is
 	 * the one a path lookup sees */
-	itr = mnt_new_iter(MNT_ITER_BACKWARD);
-	if (!itr) {
-		mnt_unref_table(tb);
-		return ovs_err(ENOMEM, "out of memory");
-	}
+	rc = ovs_mount_table_iter(&tb, &itr, MNT_ITER_BACKWARD);
+	if (rc < 0)
+		return rc;
 	while (mnt_table_next_fs(tb, itr, &fs) == 0) {
 		const char *t = mnt_fs_get_target(fs);
 
