@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -336,6 +337,29 @@ static char *other_name(const char *path, const struct stat *st)
  */
 #define CACHE_TIMEOUT 86400.0
 
+/*
+ * Every inode the kernel caches holds an O_PATH fd here (daemon-nodes.c).
+ * At the open file limit, lookups and creates fail with EMFILE until the
+ * kernel forgets some inodes: say so once, with the limit, since the
+ * caller only sees "Too many open files".
+ */
+static void note_fd_limit(int err)
+{
+	static bool said;
+	struct rlimit rl;
+
+	if ((err != EMFILE && err != ENFILE) || __atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		return;
+	if (err == ENFILE || getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		dlog(LOG_ERR, "out of file descriptors (%s): lookups in SRC fail until "
+		     "the kernel forgets some inodes", strerror(err));
+		return;
+	}
+	dlog(LOG_ERR, "out of file descriptors: the daemon holds one for every inode the "
+	     "kernel caches, and its limit is %llu; lookups in SRC fail with EMFILE "
+	     "until the kernel forgets some inodes", (unsigned long long)rl.rlim_cur);
+}
+
 static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e)
 {
 	struct dnode *n;
@@ -348,8 +372,10 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 		uint64_t seq = nodes_seq();
 
 		fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			note_fd_limit(errno);
 			return errno;
+		}
 		if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
 			int err = errno;
 

@@ -327,6 +327,10 @@ static void raise_nofile_limit(void)
 	}
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);
+	if (nr_open > rl.rlim_cur)
+		dlog(LOG_WARNING, "open file limit %llu, below fs.nr_open (%lu): the kernel "
+		     "can cache only about that many inodes of the tree at once",
+		     (unsigned long long)rl.rlim_cur, nr_open);
 }
 
 int main(int argc, char **argv)

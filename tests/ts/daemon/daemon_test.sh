@@ -1,11 +1,11 @@
 #!/bin/bash
 # ovsnapd, the snapshot mount: ordinary file operations through it, the
 # caller's identity, a dead daemon leaving ENOTCONN and a new daemon over
-# the dead mount, the take barrier (through the barrier-hold test hook) and
-# stop refusing while files are open.
+# the dead mount, the take barrier (through the barrier-hold test hook),
+# stop refusing while files are open, and the daemon's fd limit.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
-ovs_require_cmd setfattr getfattr setpriv python3
+ovs_require_cmd setfattr getfattr setpriv python3 prlimit
 
 FSOP=${OVSNAP_TOOLS}/tools/ovs-fsop
 # The barrier test talks to the daemon's test hook.
@@ -183,6 +183,39 @@ test_many_inodes_with_a_low_caller_fd_limit() {
 	assertEquals "all of them are there" 3000 "$(ls "$SRC/many" | wc -l)"
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "a take afterwards: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+# At its fd limit the daemon cannot take one more inode: the caller sees
+# EMFILE, the log says why once, and the daemon recovers as soon as the
+# kernel forgets inodes.  prlimit, because root may raise its own limit
+# again where it has CAP_SYS_RESOURCE.
+test_fd_limit_is_logged_once_and_recovers() {
+	local pid log failed=0 i ok=no
+
+	pid=$(daemon_pid)
+	assertNotNull "the daemon's pid" "$pid" || return
+	prlimit --pid "$pid" --nofile=300:300 || fail "prlimit"
+	mkdir "$SRC/many"
+	for ((i = 0; i < 600; i++)); do
+		: 2>/dev/null >"$SRC/many/f$i" || failed=$((failed + 1))
+	done
+	assertTrue "some of 600 creates fail at a limit of 300 fds ($failed failed)" \
+		"[ $failed -gt 0 ]"
+	log=$(cat "$OVSNAP_RUN_DIR"/*.log)
+	assertEquals "the log says it once: $log" 1 \
+		"$(grep -c 'out of file descriptors' <<<"$log")"
+	assertContains "with the limit" "$log" "its limit is 300"
+	for ((i = 0; i < 50; i++)); do
+		sync
+		echo 2 >/proc/sys/vm/drop_caches
+		if : 2>/dev/null >"$SRC/many/after"; then
+			ok=yes
+			break
+		fi
+		sleep 0.2
+	done
+	assertEquals "a create works again once the kernel forgot inodes" yes "$ok"
+	assertEquals "and reads back" "" "$(cat "$SRC/many/after")"
 }
 
 . "$SHUNIT2"
