@@ -969,6 +969,23 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_drop(h);
 }
 
+/*
+ * The file fd was made but cannot be handed to the kernel (no fd left for
+ * its node, say): take it away again, still under change_lock, so that a
+ * failed create leaves nothing behind that the kernel's negative entry
+ * would hide.  Only the file just made: same inode, one link, empty.
+ */
+static void undo_create(struct dnode *parent, const char *name, int fd)
+{
+	struct stat made, now;
+
+	if (fstat(fd, &made) == 0 &&
+	    fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    made.st_dev == now.st_dev && made.st_ino == now.st_ino &&
+	    now.st_nlink == 1 && now.st_size == 0 && unlinkat(parent->fd, name, 0) < 0)
+		dlog(LOG_ERR, "cannot remove %s after a failed create: %m", name);
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -990,8 +1007,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 		identity_restore();
 		err = -rc;
 	}
-	if (!err)
+	if (!err) {
 		err = new_entry(parent, name, &e);
+		if (err)
+			undo_create(parent, name, fd);
+	}
 	ns_change_end();
 	if (!err) {
 		h = new_handle(node_of(e.ino), fd, flags_writable(fi->flags));
