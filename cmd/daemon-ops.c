@@ -412,6 +412,28 @@ static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_p
 	return err;
 }
 
+/*
+ * An entry was made in SRC but cannot be handed to the kernel (no fd left
+ * for its node, say): remove it again, so that a failed request leaves
+ * nothing behind that the kernel's negative entry (cached for a day)
+ * would hide.  Caller holds change_lock, so the name is still the one it
+ * made.  path: the entry's path in SRC when it is a new hard link, to keep
+ * the map of linked inodes current.
+ */
+static void undo_entry(struct dnode *parent, const char *name, bool dir, const char *path,
+		       const char *what)
+{
+	struct stat st;
+
+	if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    unlinkat(parent->fd, name, dir ? AT_REMOVEDIR : 0) < 0) {
+		dlog(LOG_ERR, "cannot remove %s again after a failed %s: %m", name, what);
+		return;
+	}
+	if (path && D.hlmap)
+		ovs_hlmap_unlink(D.hlmap, D.srcfd, path, &st);
+}
+
 /* ---- operations ------------------------------------------------------------ */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -612,8 +634,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		identity_restore();
 		err = -rc;
 	}
-	if (!err)
+	if (!err) {
 		err = new_entry(parent, name, &e);
+		if (err)
+			undo_entry(parent, name, kind == MAKE_DIR, NULL, "create");
+	}
 	ns_change_end();
 	if (err)
 		fuse_reply_err(req, err);
@@ -873,6 +898,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 		if (D.hlmap)
 			ovs_hlmap_link(D.hlmap, D.srcfd, from, to);
 		err = new_entry(newparent, newname, &e);
+		if (err)
+			undo_entry(newparent, newname, false, to, "link");
 	}
 	ns_change_end();
 	if (err)
@@ -969,23 +996,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_drop(h);
 }
 
-/*
- * The file fd was made but cannot be handed to the kernel (no fd left for
- * its node, say): take it away again, still under change_lock, so that a
- * failed create leaves nothing behind that the kernel's negative entry
- * would hide.  Only the file just made: same inode, one link, empty.
- */
-static void undo_create(struct dnode *parent, const char *name, int fd)
-{
-	struct stat made, now;
-
-	if (fstat(fd, &made) == 0 &&
-	    fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    made.st_dev == now.st_dev && made.st_ino == now.st_ino &&
-	    now.st_nlink == 1 && now.st_size == 0 && unlinkat(parent->fd, name, 0) < 0)
-		dlog(LOG_ERR, "cannot remove %s after a failed create: %m", name);
-}
-
 static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -1010,7 +1020,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	if (!err) {
 		err = new_entry(parent, name, &e);
 		if (err)
-			undo_create(parent, name, fd);
+			undo_entry(parent, name, false, NULL, "create");
 	}
 	ns_change_end();
 	if (!err) {

@@ -196,6 +196,8 @@ test_fd_limit_is_logged_once_and_recovers() {
 	assertNotNull "the daemon's pid" "$pid" || return
 	prlimit --pid "$pid" --nofile=300:300 || fail "prlimit"
 	mkdir "$SRC/many"
+	# A create needs two fds (the open file and its node), so the first
+	# one to fail has made its file already.
 	for ((i = 0; i < 600; i++)); do
 		if : 2>/dev/null >"$SRC/many/f$i"; then
 			echo "f$i"
