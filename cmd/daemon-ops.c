@@ -865,6 +865,27 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	fuse_reply_err(req, err);
 }
 
+/*
+ * The kernel answers EPERM for user.* xattrs on fifos and symlinks, and
+ * for hard links to directories, itself; so one from the real filesystem
+ * here means the node's fd holds another object than the kernel's inode
+ * stands for: log what the fd holds.
+ */
+static void eperm_evidence(struct dnode *n, const char *what, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (node_path(n, path, sizeof(path)) < 0)
+		strcpy(path, "(no name)");
+	if (stat_node(n, &st) < 0)
+		memset(&st, 0, sizeof(st));
+	dlog(LOG_ERR, "%s %s on %s: EPERM; node %p is inode %llu type %#o, its fd "
+	     "holds inode %llu mode %#o nlink %llu", what, name, *path ? path : "/", (void *)n,
+	     (unsigned long long)n->ino, (unsigned)n->type, (unsigned long long)st.st_ino,
+	     (unsigned)st.st_mode, (unsigned long long)st.st_nlink);
+}
+
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 		    const char *newname)
 {
@@ -893,6 +914,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 			rc = -errno;
 		identity_restore();
 		err = -rc;
+		if (err == EPERM)
+			eperm_evidence(n, "link", newname);
 	}
 	if (!err) {
 		if (D.hlmap)
@@ -1365,6 +1388,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		identity_restore();
 		err = -rc;
 	}
+	if (err == EPERM)
+		eperm_evidence(n, "setxattr", name);
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }
@@ -1383,6 +1408,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		identity_restore();
 		err = -rc;
 	}
+	if (err == EPERM)
+		eperm_evidence(n, "removexattr", name);
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }

@@ -382,23 +382,43 @@ static void fill_random(char *buf, size_t n)
 	}
 }
 
+/*
+ * With workloads at once, a path picked as a file may hold a fifo that
+ * another worker has open for reading (copy-range opens its source), so
+ * the open for writing succeeds and the write fails (ESPIPE for pwrite
+ * and fallocate, EAGAIN or a short write when the pipe is full).  Like
+ * the ENXIO of such an open without a reader, that is this worker's
+ * model being out of date, not a finding: ENXIO.  fstat of the very fd
+ * tells, whatever the path holds by now.
+ */
+static bool stale_fifo(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		errno = ENXIO;
+		return true;
+	}
+	return false;
+}
+
 static int write_random(int fd, off_t off, size_t len, bool append)
 {
 	char *buf = malloc(len + 8);
 	ssize_t n;
+	int e;
 
 	if (!buf)
 		die("malloc");
 	fill_random(buf, len);
 	n = append ? write(fd, buf, len) : pwrite(fd, buf, len, off);
+	e = errno;
 	free(buf);
-	if (n < 0)
-		return -1;
-	if ((size_t)n != len) {
-		errno = EIO;
-		return -1;
-	}
-	return 0;
+	if (n >= 0 && (size_t)n == len)
+		return 0;
+	if (!stale_fifo(fd))
+		errno = n < 0 ? e : EIO;
+	return -1;
 }
 
 static off_t size_of(const char *path)
@@ -547,19 +567,86 @@ static char *full_path(const char *rel)
 	return p;
 }
 
-static bool is_file_or_dir(const char *path)
-{
-	struct stat st;
+/* /proc/self/fd of this process, opened before --jail's chroot (which
+ * leaves no /proc): the way to name an O_PATH descriptor in a syscall
+ * that takes a path. */
+static int proc_fd_dir = -1;
+static int cwd_fd = -1;
 
-	return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
+static const char *type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "file";
+	case S_IFDIR: return "dir";
+	case S_IFLNK: return "symlink";
+	case S_IFIFO: return "fifo";
+	}
+	return "other";
 }
 
-static bool is_regular(const char *path)
+/* "ino N <type>" of st, or "gone" when the stat failed (ok false). */
+static const char *describe(bool ok, const struct stat *st, char *buf, size_t len)
 {
-	struct stat st;
+	if (!ok)
+		return "gone";
+	snprintf(buf, len, "ino %llu %s", (unsigned long long)st->st_ino, type_name(st->st_mode));
+	return buf;
+}
 
-	return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+/*
+ * setxattr (value) or removexattr (!value) on exactly the object fd (an
+ * O_PATH fd) holds, through its /proc/self/fd magic link, which lands on
+ * a symlink itself too.  Unlike lsetxattr on the path, what the call
+ * works on cannot change under it while other workloads rename.
+ */
+static int xattr_on_fd(int fd, const char *name, const void *value, size_t len)
+{
+	char num[16];
+	int rc, e;
+
+	snprintf(num, sizeof(num), "%d", fd);
+	if (fchdir(proc_fd_dir) < 0)
+		die("fchdir /proc/self/fd");
+	rc = value ? setxattr(num, name, value, len, 0) : removexattr(num, name);
+	e = errno;
+	if (fchdir(cwd_fd) < 0)
+		die("fchdir back");
+	errno = e;
+	return rc;
+}
+
+/*
+ * An EPERM on the object held by fd, which fstat showed as *before.
+ * The kernel itself answers EPERM for user.* xattrs on fifos and
+ * symlinks and for hard links to directories, before FUSE is asked
+ * (kernel_refuses); for any other object only the daemon can have
+ * answered it, and that is a finding.  Prints the evidence for one: the
+ * object before and after the call, and what the path holds now.
+ */
+static bool eperm_excused(const char *op, const char *path, int fd, const struct stat *before,
+			  bool kernel_refuses)
+{
+	struct stat after, now;
+	bool after_ok, now_ok;
+	char b1[64], b2[64], b3[64];
+
+	now_ok = fstatat(rootfd, path, &now, AT_SYMLINK_NOFOLLOW) == 0;
+	if (kernel_refuses) {
+		/* A look at the path alone after the call would have
+		 * blamed the daemon here: say how often that happens. */
+		if (opt_verbose && now_ok && (S_ISREG(now.st_mode) || S_ISDIR(now.st_mode)))
+			fprintf(stderr, "%ld note: %s %s: EPERM from the kernel for the %s, "
+				"but the path now holds %s\n", ops_done, op, path,
+				describe(true, before, b1, sizeof(b1)),
+				describe(true, &now, b3, sizeof(b3)));
+		return true;
+	}
+	after_ok = fstat(fd, &after) == 0;
+	fprintf(stderr, "ovs-workload: op %ld: %s %s: EPERM from the daemon: the object "
+		"was %s before the call, %s after it; the path now holds %s\n", ops_done, op,
+		path, describe(true, before, b1, sizeof(b1)),
+		describe(after_ok, &after, b2, sizeof(b2)), describe(now_ok, &now, b3, sizeof(b3)));
+	return false;
 }
 
 static void op_xattr(bool set)
@@ -567,26 +654,36 @@ static void op_xattr(bool set)
 	static const char *const names[] = { "user.a", "user.b", "user.color", "user.long.name" };
 	const char *p = pick("fd");
 	const char *name = names[rnd_below(4)];
-	char value[128], *full;
-	size_t len;
-	int rc;
+	char value[128];
+	struct stat before;
+	size_t len = 0;
+	int fd, rc;
 
 	if (!p)
 		return;
-	full = full_path(p);
 	if (set) {
 		len = rnd_below(sizeof(value));
 		fill_random(value, len);
-		rc = lsetxattr(full, name, value, len, 0);
-	} else {
-		rc = lremovexattr(full, name);
 	}
-	/* Another worker (--jail runs) may have replaced p by a fifo or a
-	 * symlink, which take no user.* xattrs. */
-	if (rc < 0 && errno == EPERM && !is_file_or_dir(p))
-		errno = EINVAL;
+	/* The object first, then the call on it: another worker (--jail
+	 * runs) may have put a fifo or a symlink at p, which take no user.*
+	 * xattrs, but then fstat shows it. */
+	fd = openat(rootfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	rc = fd;
+	if (fd >= 0) {
+		rc = fstat(fd, &before);
+		if (rc == 0)
+			rc = xattr_on_fd(fd, name, set ? value : NULL, len);
+		if (rc < 0 && errno == EPERM) {
+			if (eperm_excused(set ? "setxattr" : "removexattr", p, fd, &before,
+					  !S_ISREG(before.st_mode) && !S_ISDIR(before.st_mode)))
+				errno = EINVAL;
+			else
+				errno = EPERM;
+		}
+		close(fd);
+	}
 	done(set ? "setxattr" : "removexattr", p, name, rc);
-	free(full);
 }
 
 static void op_symlink(void)
@@ -607,16 +704,30 @@ static void op_symlink(void)
 static void op_link(void)
 {
 	const char *from = pick("f");
+	struct stat before;
 	char *p;
-	int rc;
+	int fd, rc;
 
 	if (!from)
 		return;
 	p = pick_new_path();
-	rc = linkat(rootfd, from, rootfd, p, 0);
-	/* Another worker (--jail runs) may have put a directory there. */
-	if (rc < 0 && errno == EPERM && !is_regular(from))
-		errno = EISDIR;
+	/* As in op_xattr: the object first, so that an EPERM can be told
+	 * apart (the kernel refuses to link a directory another worker
+	 * put there, before FUSE is asked). */
+	fd = openat(rootfd, from, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	rc = fd;
+	if (fd >= 0) {
+		rc = fstat(fd, &before);
+		if (rc == 0)
+			rc = linkat(fd, "", rootfd, p, AT_EMPTY_PATH);
+		if (rc < 0 && errno == EPERM) {
+			if (eperm_excused("link", from, fd, &before, S_ISDIR(before.st_mode)))
+				errno = EISDIR;
+			else
+				errno = EPERM;
+		}
+		close(fd);
+	}
 	if (done("link", from, p, rc))
 		model_add(p, 'f');
 	free(p);
@@ -803,6 +914,8 @@ static void op_fallocate(void)
 		/* A mode the filesystem or FUSE lacks is not a finding. */
 		if (rc < 0 && errno == EOPNOTSUPP)
 			rc = 0;
+		else if (rc < 0 && errno == ESPIPE)
+			stale_fifo(fd);
 		close(fd);
 	}
 	done("fallocate", p, NULL, rc);
@@ -1113,6 +1226,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	opt_dir = argv[optind];
+	proc_fd_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd_dir < 0)
+		die("/proc/self/fd");
 	if (opt_jail) {
 		if (opt_manifest_dir || opt_takes) {
 			fputs("ovs-workload: --jail takes no snapshots\n", stderr);
@@ -1125,6 +1241,9 @@ int main(int argc, char **argv)
 	rootfd = open(opt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		die(opt_dir);
+	cwd_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cwd_fd < 0)
+		die("the working directory");
 	/* One take at a random point of each of K equal stretches, drawn
 	 * from a stream of their own so that the operations of a seed are
 	 * the same with and without takes (until the first take rescans). */

@@ -181,6 +181,22 @@ stop_all() {
 	done
 }
 
+# OVS_ORACLE_KEEP=DIR: after a concurrent run whose workers failed (or
+# every run, with OVS_ORACLE_KEEP_ALL=1), copy the workers' logs and the
+# daemon's log to DIR/<fs>.<seed>, out of $OVS_TMP, which teardown
+# empties: a rare failure is seen once, and then its logs are all there is.
+keep_logs() {
+	local failed=$1 dir
+
+	[ -n "${OVS_ORACLE_KEEP:-}" ] || return 0
+	[ "$failed" = 1 ] || [ -n "${OVS_ORACLE_KEEP_ALL:-}" ] || return 0
+	dir=$OVS_ORACLE_KEEP/$WHAT_FS.$WHAT_SEED
+	mkdir -p "$dir" || return 0
+	cp "$OVS_TMP"/worker.* "$dir"/ 2>/dev/null
+	cp "$OVSNAP_RUN_DIR"/*.log "$dir"/ 2>/dev/null
+	echo "$WHAT: logs kept in $dir"
+}
+
 # run_concurrent FSTYPE SEED: WORKERS seeded workloads at once on one
 # tree (rule 9: preservation and change stay atomic across the daemon's
 # threads); takes come from here, each with every worker stopped.
@@ -189,6 +205,7 @@ run_concurrent() {
 	local pids=() i t live rc bad=0
 
 	WHAT="$fstype, seed $seed, $workers concurrent workers"
+	WHAT_FS=$fstype WHAT_SEED=$seed
 	EXPLAINED=
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
@@ -227,6 +244,7 @@ run_concurrent() {
 $(grep '^ovs-workload' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc"
 	done
 	take_with_manifest
+	keep_logs "$bad"
 	# One log for explain_first_mismatch (ops of all workers).
 	cat "$OVS_TMP"/worker.*.log >"$OVS_TMP/ops.log"
 	: >"$OVS_TMP/takes.log"
