@@ -17,6 +17,7 @@ BIG_MB=${BIG_MB:-1024}
 SMALL_FILES=${SMALL_FILES:-20000}
 BIG_TREE=${BIG_TREE:-200000}
 REPEAT=${REPEAT:-5}
+LIVE_ROUNDS=${LIVE_ROUNDS:-3}
 
 work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-bench.XXXXXX")
 export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
@@ -119,7 +120,7 @@ small_ms() { # DIR create|delete -> ms, or FAIL (a failure must not read as 0 ms
 }
 
 echo "ovsnap snapshot-mount benchmarks, $(date -u +%FT%TZ), $(uname -r), $(nproc) cores"
-echo "sizes: big file ${BIG_MB} MiB, ${SMALL_FILES} small files, big tree ${BIG_TREE} files; medians of ${REPEAT}"
+echo "sizes: big file ${BIG_MB} MiB, ${SMALL_FILES} small files, big tree ${BIG_TREE} files; medians of ${REPEAT} takes, of ${LIVE_ROUNDS} live-path rounds"
 echo
 
 mkimg xfs 12G
@@ -178,15 +179,30 @@ if [ -x "$FUSE_PASSTHROUGH" ]; then
 	done
 fi
 declare -A res
-for where in native live fo fp; do
-	[ "$where" = fo ] && [ "$have_fo" = no ] && continue
-	[ "$where" = fp ] && [ "$have_fp" = no ] && continue
-	d=$work/xfs/$where
-	res[$where,write]=$(seq_write_ms "$d/big")
-	res[$where,read]=$(seq_read_ms "$d/big")
-	mkdir "$d/small"
-	res[$where,create]=$(small_ms "$d/small" create)
-	res[$where,delete]=$(small_ms "$d/small" delete)
+# This VM's speed drifts by 2-4x within minutes (shared host), so the
+# targets take turns, round after round, and each figure is the median of
+# its ${LIVE_ROUNDS} rounds: a slow minute then hurts every target alike.
+declare -A runs
+for ((round = 1; round <= LIVE_ROUNDS; round++)); do
+	for where in native live fo fp; do
+		[ "$where" = fo ] && [ "$have_fo" = no ] && continue
+		[ "$where" = fp ] && [ "$have_fp" = no ] && continue
+		d=$work/xfs/$where
+		rm -f "$d/big"
+		runs[$where,write]+="$(seq_write_ms "$d/big") "
+		runs[$where,read]+="$(seq_read_ms "$d/big") "
+		mkdir "$d/small.$round"
+		runs[$where,create]+="$(small_ms "$d/small.$round" create) "
+		runs[$where,delete]+="$(small_ms "$d/small.$round" delete) "
+	done
+done
+for key in "${!runs[@]}"; do
+	# A failed round makes the figure FAIL, never a smaller median.
+	if [[ " ${runs[$key]}" == *" FAIL "* ]]; then
+		res[$key]=FAIL
+	else
+		res[$key]=$(tr ' ' '\n' <<<"${runs[$key]}" | grep . | median)
+	fi
 done
 row "live path (ms; ratio = native/ovsnap speed)" "native xfs" "ovsnap" "fuse-ovlfs" "ovsnap vs native | fuse-overlayfs vs native"
 for w in write read create delete; do
