@@ -866,20 +866,26 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 }
 
 /*
- * The kernel answers EPERM for user.* xattrs on fifos and symlinks, and
- * for hard links to directories, itself; so one from the real filesystem
- * here means the node's fd holds another object than the kernel's inode
- * stands for: log what the fd holds.
+ * The kernel answers EPERM itself for user.* xattrs on anything but files
+ * and directories, and for hard links to directories.  So the real
+ * filesystem answering it here for such an object means the node's fd
+ * holds another object than the kernel's inode stands for: log what the
+ * fd holds.  Any other EPERM (trusted.* as a user, protected_hardlinks,
+ * an immutable file) is the caller's and goes unlogged.
  */
-static void eperm_evidence(struct dnode *n, const char *what, const char *name)
+static void eperm_evidence(struct dnode *n, const char *what, const char *name, bool xattr)
 {
 	char path[PATH_MAX];
 	struct stat st;
 
+	if (stat_node(n, &st) < 0)
+		return;
+	if (xattr ? strncmp(name, "user.", 5) != 0 || S_ISREG(st.st_mode) ||
+			    S_ISDIR(st.st_mode)
+		  : !S_ISDIR(st.st_mode))
+		return;
 	if (node_path(n, path, sizeof(path)) < 0)
 		strcpy(path, "(no name)");
-	if (stat_node(n, &st) < 0)
-		memset(&st, 0, sizeof(st));
 	dlog(LOG_ERR, "%s %s on %s: EPERM; node %p is inode %llu type %#o, its fd "
 	     "holds inode %llu mode %#o nlink %llu", what, name, *path ? path : "/", (void *)n,
 	     (unsigned long long)n->ino, (unsigned)n->type, (unsigned long long)st.st_ino,
@@ -915,7 +921,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 		identity_restore();
 		err = -rc;
 		if (err == EPERM)
-			eperm_evidence(n, "link", newname);
+			eperm_evidence(n, "link", newname, false);
 	}
 	if (!err) {
 		if (D.hlmap)
@@ -1389,7 +1395,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		err = -rc;
 	}
 	if (err == EPERM)
-		eperm_evidence(n, "setxattr", name);
+		eperm_evidence(n, "setxattr", name, true);
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }
@@ -1409,7 +1415,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		err = -rc;
 	}
 	if (err == EPERM)
-		eperm_evidence(n, "removexattr", name);
+		eperm_evidence(n, "removexattr", name, true);
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }
