@@ -181,16 +181,16 @@ stop_all() {
 	done
 }
 
+# keep_logs FAILED FSTYPE SEED
 # OVS_ORACLE_KEEP=DIR: after a concurrent run whose workers failed (or
 # every run, with OVS_ORACLE_KEEP_ALL=1), copy the workers' logs and the
 # daemon's log to DIR/<fs>.<seed>, out of $OVS_TMP, which teardown
 # empties: a rare failure is seen once, and then its logs are all there is.
 keep_logs() {
-	local failed=$1 dir
+	local failed=$1 dir=${OVS_ORACLE_KEEP:-}/$2.$3
 
 	[ -n "${OVS_ORACLE_KEEP:-}" ] || return 0
 	[ "$failed" = 1 ] || [ -n "${OVS_ORACLE_KEEP_ALL:-}" ] || return 0
-	dir=$OVS_ORACLE_KEEP/$WHAT_FS.$WHAT_SEED
 	mkdir -p "$dir" || return 0
 	cp "$OVS_TMP"/worker.* "$dir"/ 2>/dev/null
 	cp "$OVSNAP_RUN_DIR"/*.log "$dir"/ 2>/dev/null
@@ -205,7 +205,6 @@ run_concurrent() {
 	local pids=() i t live rc bad=0
 
 	WHAT="$fstype, seed $seed, $workers concurrent workers"
-	WHAT_FS=$fstype WHAT_SEED=$seed
 	EXPLAINED=
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
@@ -244,7 +243,7 @@ run_concurrent() {
 $(grep '^ovs-workload' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc"
 	done
 	take_with_manifest
-	keep_logs "$bad"
+	keep_logs "$bad" "$fstype" "$seed"
 	# One log for explain_first_mismatch (ops of all workers).
 	cat "$OVS_TMP"/worker.*.log >"$OVS_TMP/ops.log"
 	: >"$OVS_TMP/takes.log"
