@@ -43,6 +43,8 @@
 #   ovs_run CMD...                  sets $OVS_RC, $OVS_OUT, $OVS_ERR
 #   ovs_overlay_mount TARGET LOWERS read-only kernel overlay, lowerdir=LOWERS
 #   ovs_wait_unmounted PATH [SECS]  wait until nothing is mounted at PATH
+#   ovs_user                        the unprivileged user ovsnap-test ($OVS_USER, $OVS_UID)
+#   ovs_as_user CMD...              ovs_run as that user, no capabilities
 #   ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]
 #                                   every snapshot of SRC, seen through a
 #                                   kernel overlay of its layers, equals
@@ -80,6 +82,8 @@ OVS_TMP=$(mktemp -d "${OVS_TMPDIR:-/var/tmp}/ovsnap-test.XXXXXX") || {
 	echo "helpers.sh: cannot create a temporary directory" >&2
 	exit 99
 }
+# Tests as an unprivileged user (ovs_as_user) must reach the images below.
+chmod 0755 "$OVS_TMP"
 OVSNAP_STATE_DIR=$OVS_TMP/state
 OVSNAP_RUN_DIR=$OVS_TMP/run
 mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
@@ -452,4 +456,33 @@ $(printf '%s\n' "$out" | head -40 | cut -c1-300)"
 		fi
 	done
 	return "$bad"
+}
+
+# ---------------------------------------------------------------------------
+# An unprivileged user, for tests of what users may and may not do.
+
+# ovs_user: make sure the system user "ovsnap-test" exists (it is created
+# once and kept: tests of other scripts may use it too) and set $OVS_USER,
+# $OVS_UID and $OVS_GID.  Fails the test when useradd is missing.
+ovs_user() {
+	OVS_USER=ovsnap-test
+	if ! id "$OVS_USER" >/dev/null 2>&1; then
+		useradd --system --no-create-home --shell /bin/sh "$OVS_USER" 2>/dev/null ||
+			id "$OVS_USER" >/dev/null 2>&1 || {
+			fail "ovs_user: useradd $OVS_USER failed"
+			return 1
+		}
+	fi
+	OVS_UID=$(id -u "$OVS_USER")
+	OVS_GID=$(id -g "$OVS_USER")
+	export OVS_USER OVS_UID OVS_GID
+	return 0
+}
+
+# ovs_as_user CMD...: run CMD as $OVS_USER (call ovs_user first), with no
+# capabilities and no supplementary groups, like ovs_run: sets $OVS_RC,
+# $OVS_OUT and $OVS_ERR.
+ovs_as_user() {
+	ovs_run setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups \
+		--inh-caps=-all --bounding-set=-all -- "$@"
 }
