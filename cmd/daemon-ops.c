@@ -955,8 +955,14 @@ static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
 static int open_flags(int flags)
 {
 	/* O_DIRECT would need aligned buffers for our pwrite; the kernel
-	 * already bypasses its cache for such opens. */
-	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT)) | O_CLOEXEC;
+	 * already bypasses its cache for such opens.  O_APPEND is the
+	 * kernel's: it turns a write(2) into a WRITE at the end of the file
+	 * (under the inode lock, from the size it keeps up to date for
+	 * every change through this mount), while the WRITEs of page
+	 * writeback (shared mmap) and of pwritev2(RWF_NOAPPEND) carry their
+	 * own offsets; pwrite on an O_APPEND fd would append them all. */
+	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | O_APPEND)) |
+	       O_CLOEXEC;
 }
 
 static bool flags_writable(int flags)
