@@ -16,10 +16,12 @@
  *    to swap the layer, so the layer and epoch are stable during a change.
  *  - nodes_lock (daemon-nodes.c): the inode table, innermost.
  *
- * Identity: preservation runs as root; namespace changes, opens and xattr
- * changes run as the caller (daemon-nodes.c), so ownership, setgid
- * directories, the umask, default ACLs and sticky directories behave as on
- * the real filesystem.  setattr runs as root: the kernel has checked it
+ * Identity: preservation runs as root; namespace changes, opens, data
+ * writes, xattr changes and xattr listing run as the caller, with none of
+ * root's capabilities for a caller other than root (daemon-nodes.c), so
+ * ownership, setgid directories, the umask, default ACLs, sticky
+ * directories, reserved blocks and quotas behave as on the real
+ * filesystem.  setattr runs as root: the kernel has checked it
  * (default_permissions), and it also carries the kernel's own clearing of
  * setuid bits after a write by another user, which the caller could not do.
  */
@@ -939,8 +941,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 
 /* ---- files ---------------------------------------------------------------- */
 
-static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
+static struct dhandle *new_handle(fuse_req_t req, struct dnode *n, int fd, bool writable)
 {
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct dhandle *h = calloc(1, sizeof(*h));
 
 	if (!h)
@@ -948,6 +951,8 @@ static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
 	h->fd = fd;
 	h->node = n;
 	h->writable = writable;
+	h->uid = ctx->uid;
+	h->gid = ctx->gid;
 	node_open_count(n, writable, 1);
 	return h;
 }
@@ -1020,7 +1025,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err);
 		return;
 	}
-	h = new_handle(n, fd, flags_writable(fi->flags));
+	h = new_handle(req, n, fd, flags_writable(fi->flags));
 	if (!h) {
 		close(fd);
 		fuse_reply_err(req, ENOMEM);
@@ -1059,7 +1064,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	}
 	ns_change_end();
 	if (!err) {
-		h = new_handle(node_of(e.ino), fd, flags_writable(fi->flags));
+		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags));
 		if (!h) {
 			node_forget(node_of(e.ino), 1);
 			err = ENOMEM;
@@ -1091,6 +1096,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_data(req, &buf, 0);
 }
 
+/*
+ * Data changes run as the writer (rule 19), after the preserve, which
+ * needs root's rights: a user must not spend ext4's reserved blocks or
+ * pass a quota limit.  Page writeback carries no caller (the kernel sends
+ * it as uid 0 from no process), so it acts as the opener of the handle
+ * the kernel writes it through.
+ */
+static int write_identity(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct dhandle *h = handle_of(fi);
+
+	return identity_become_writer(req, h->uid, h->gid, fi->writepage);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 			 off_t off, struct fuse_file_info *fi)
 {
@@ -1109,7 +1128,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 	if (!fi->writepage)
 		write_in_flight_begin(&w, ino, off, fuse_buf_size(in_buf));
 	err = object_change_begin(n, fi->writepage, &locked, "write");
+	if (!err)
+		err = -write_identity(req, fi);
 	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
+	identity_restore();
 	object_change_end(locked);
 	if (res < 0)
 		fuse_reply_err(req, (int)-res);
@@ -1160,8 +1182,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	int err;
 
 	err = object_change_begin(node_of(ino), false, &locked, "fallocate");
+	if (!err)
+		err = -write_identity(req, fi);
 	if (!err && fallocate(handle_of(fi)->fd, mode, off, len) < 0)
 		err = errno;
+	identity_restore();
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }
@@ -1176,10 +1201,13 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 	(void)ino_in;
 	err = object_change_begin(node_of(ino_out), false, &locked, "copy_file_range");
+	if (!err)
+		err = -write_identity(req, fi_out);
 	res = err ? -err : copy_file_range(handle_of(fi_in)->fd, &off_in, handle_of(fi_out)->fd,
 					   &off_out, len, flags);
 	if (res < 0 && !err)
 		res = -errno;
+	identity_restore();
 	object_change_end(locked);
 	if (res < 0)
 		fuse_reply_err(req, (int)-res);
@@ -1219,7 +1247,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h = new_handle(n, -1, false);
+	h = new_handle(req, n, -1, false);
 	if (!h) {
 		closedir(dp);
 		fuse_reply_err(req, ENOMEM);
