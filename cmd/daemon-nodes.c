@@ -620,6 +620,11 @@ int identity_become(fuse_req_t req, bool with_umask)
 	return become_caller(req, with_umask ? &fuse_req_ctx(req)->umask : NULL, 0);
 }
 
+int identity_become_keeping(fuse_req_t req, uint64_t keep)
+{
+	return become_caller(req, NULL, keep);
+}
+
 /*
  * CAP_FSETID stays for data changes: the kernel has already cleared the
  * setuid and setgid bits a caller's write(2), fallocate or

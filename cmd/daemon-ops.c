@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1434,6 +1435,18 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, err);
 }
 
+/*
+ * A write by a user to a file with file capabilities makes the kernel
+ * remove security.capability on its own authority (killpriv), through a
+ * REMOVEXATTR sent as the writer, who lacks the CAP_SETFCAP the real
+ * filesystem then asks for.  The kernel has also checked an explicit
+ * removal with the caller's rights already, so this one name keeps it.
+ */
+static uint64_t removexattr_caps(const char *name)
+{
+	return strcmp(name, "security.capability") == 0 ? 1ULL << CAP_SETFCAP : 0;
+}
+
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct dnode *n = node_of(ino);
@@ -1442,7 +1455,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	err = object_change_begin(n, false, &locked, "removexattr");
 	if (!err) {
-		rc = identity_become(req, false);
+		rc = identity_become_keeping(req, removexattr_caps(name));
 		if (rc == 0)
 			rc = node_xattr(n, 'r', name, NULL, 0, 0);
 		identity_restore();

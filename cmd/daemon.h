@@ -144,6 +144,10 @@ size_t nodes_with_writers(fuse_ino_t **out);
  * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS), and
  * for a caller other than uid 0 no effective capability: rule 19). */
 int identity_become(fuse_req_t req, bool with_umask);
+/* The same, but a caller other than uid 0 keeps the capabilities of keep
+ * (1 << CAP_*) that the daemon holds: for what the kernel has checked or
+ * does on its own authority. */
+int identity_become_keeping(fuse_req_t req, uint64_t keep);
 /* The same for a change of file data: as the caller, or for page
  * writeback (which carries no caller) as the opener of the handle, without
  * supplementary groups; CAP_FSETID kept (see daemon-nodes.c). */

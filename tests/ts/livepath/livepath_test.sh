@@ -6,7 +6,7 @@
 # caller may list (item 11), the last two as the unprivileged test user.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
-ovs_require_cmd setfattr getfattr setpriv dd
+ovs_require_cmd setfattr getfattr setpriv dd setcap getcap
 
 LIVEOP=${OVSNAP_TOOLS}/tools/ovs-liveop
 
@@ -131,8 +131,10 @@ test_user_cannot_spend_reserved_blocks() {
 
 # Item 10 / rule 19: no CAP_FSETID, CAP_FOWNER for a user.  Their write(2)
 # to a setgid file clears the bit, a write through a shared mapping does
-# not, as natively, and what the kernel shows is what is on disk.
-test_user_write_clears_setgid_as_natively() {
+# not, as natively, and what the kernel shows is what is on disk; their
+# write to a file with file capabilities removes those (the kernel does it
+# on its own authority).
+test_user_write_clears_privileges_as_natively() {
 	local d
 	live_and_native || return
 	ovs_user || return
@@ -149,6 +151,14 @@ test_user_write_clears_setgid_as_natively() {
 		ovs_as_user "$LIVEOP" mmap "$d/sg" 0 DATA
 		assertEquals "a user's mmap write to $d/sg: $(ovs_ran)" 0 "$OVS_RC"
 		assertEquals "setgid kept after the mmap write in $d" 2775 "$(stat -c %a "$d/sg")"
+		printf 'data\n' >"$d/caps"
+		chmod 666 "$d/caps"
+		setcap cap_net_raw+ep "$d/caps"
+		assertEquals "setcap in $d" 0 $?
+		ovs_as_user sh -c "printf more >>'$d/caps'"
+		assertEquals "a user's write to a file with capabilities in $d: $(ovs_ran)" 0 "$OVS_RC"
+		ovs_run getcap "$d/caps"
+		assertEquals "the file capabilities are gone in $d: $(ovs_ran)" "" "$OVS_OUT"
 		printf 'x\n' >"$d/roots"
 		chmod 666 "$d/roots"
 		ovs_as_user chmod 777 "$d/roots"
