@@ -527,8 +527,10 @@ static __thread struct {
 } acting;
 
 /* The thread's capabilities as it started: what identity_restore() puts
- * back. */
+ * back.  Unknown (identity_thread_init not run or failed): acting for a
+ * user is refused, since a capset from it would drop them for good. */
 static __thread struct __user_cap_data_struct thread_caps[_LINUX_CAPABILITY_U32S_3];
+static __thread bool thread_caps_known;
 
 /* The effective set as the thread started, or only the capabilities of
  * keep in it (a mask of 1 << CAP_*) when dropped. */
@@ -550,6 +552,7 @@ int identity_thread_init(void)
 
 	if (syscall(SYS_capget, &hdr, thread_caps) < 0)
 		return -errno;
+	thread_caps_known = true;
 	/* What `acting` assumes: a daemon started through sudo or
 	 * with initgroups() would otherwise keep, say, group 0. */
 	if (syscall(SYS_setgroups, (size_t)0, NULL) < 0) {
@@ -589,7 +592,7 @@ static int identity_switch(uid_t uid, gid_t gid, const gid_t *groups, int n,
 	}
 	/* Last: setgroups above needs CAP_SETGID. */
 	if (drop != acting.caps_dropped || (drop && keep != acting.caps_kept)) {
-		int rc = caps_set(drop, keep);
+		int rc = thread_caps_known ? caps_set(drop, keep) : -EPERM;
 
 		if (rc < 0)
 			return rc;
