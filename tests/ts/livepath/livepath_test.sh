@@ -105,10 +105,11 @@ test_user_cannot_spend_reserved_blocks() {
 	ovs_run "$OVSNAP" deactivate "$native"
 	assertEquals "deactivate the native image's volume: $(ovs_ran)" 0 "$OVS_RC"
 
-	ovs_as_user dd if=/dev/zero of="$native/u/fill" bs=64k
+	# count: never more than the image, whatever went wrong before.
+	ovs_as_user dd if=/dev/zero of="$native/u/fill" bs=64k count=512
 	assertEquals "native fill ends in an error" 1 "$OVS_RC"
 	assertContains "native fill: ENOSPC" "$OVS_ERR" "No space left on device"
-	ovs_as_user dd if=/dev/zero of="$live/u/fill" bs=64k
+	ovs_as_user dd if=/dev/zero of="$live/u/fill" bs=64k count=512
 	assertEquals "live fill ends in an error" 1 "$OVS_RC"
 	assertContains "live fill: ENOSPC" "$OVS_ERR" "No space left on device"
 	size_native=$(stat -c %s "$native/u/fill")
