@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,22 +499,60 @@ out:
  * group list at the syscall level: glibc's setgroups() changes every
  * thread of the process (it broadcasts), so the raw syscall is used.  The
  * umask lives in fs_struct, which threads share unless they unshare it.
+ *
+ * Capabilities (rule 19) are per thread too, through the raw capset
+ * (libcap's may broadcast).  FUSE does not say which capabilities the
+ * caller holds, so a caller other than uid 0 is taken to hold none, and
+ * uid 0 to hold what the daemon holds.  A non-zero fsuid alone drops only
+ * the file capabilities (CAP_CHOWN, CAP_DAC_*, CAP_FOWNER, CAP_FSETID...);
+ * the effective set is emptied as well, or CAP_SYS_RESOURCE would spend
+ * ext4's reserved blocks and pass quota limits, and CAP_SYS_ADMIN would
+ * list trusted.* xattrs.  The permitted set stays, so the switch back
+ * needs no privilege.
  */
 /*
  * What this thread acts as now.  Zero, as every thread starts: root, no
- * supplementary groups, umask 0 (identity_thread_init).  A switch costs
- * a syscall per item, about 1-2 us each for setgroups and setfsuid, so
- * only what differs is changed: a request from root needs none of them.
+ * supplementary groups, umask 0, the daemon's capabilities
+ * (identity_thread_init).  A switch costs a syscall per item, about 1-2 us
+ * each for setgroups and setfsuid, so only what differs is changed: a
+ * request from root needs none of them.
  */
 static __thread struct {
 	uid_t uid;
 	gid_t gid;
 	bool groups;		/* a non-empty supplementary group list */
 	mode_t umask;
+	bool caps_dropped;	/* effective set cut down to caps_kept */
+	uint64_t caps_kept;
 } acting;
+
+/* The thread's capabilities as it started: what identity_restore() puts
+ * back.  Unknown (identity_thread_init not run or failed): acting for a
+ * user is refused, since a capset from it would drop them for good. */
+static __thread struct __user_cap_data_struct thread_caps[_LINUX_CAPABILITY_U32S_3];
+static __thread bool thread_caps_known;
+
+/* The effective set as the thread started, or only the capabilities of
+ * keep in it (a mask of 1 << CAP_*) when dropped. */
+static int caps_set(bool dropped, uint64_t keep)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+
+	memcpy(caps, thread_caps, sizeof(caps));
+	if (dropped)
+		for (size_t i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
+			caps[i].effective &= (uint32_t)(keep >> (32 * i));
+	return syscall(SYS_capset, &hdr, caps) < 0 ? -errno : 0;
+}
 
 int identity_thread_init(void)
 {
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+
+	if (syscall(SYS_capget, &hdr, thread_caps) < 0)
+		return -errno;
+	thread_caps_known = true;
 	/* What `acting` assumes: a daemon started through sudo or
 	 * with initgroups() would otherwise keep, say, group 0. */
 	if (syscall(SYS_setgroups, (size_t)0, NULL) < 0) {
@@ -526,7 +565,44 @@ int identity_thread_init(void)
 	return 0;
 }
 
-int identity_become(fuse_req_t req, bool with_umask)
+/* Act as uid/gid with the n supplementary groups (umask: NULL to keep 0);
+ * a uid other than 0 keeps only the capabilities of keep. */
+static int identity_switch(uid_t uid, gid_t gid, const gid_t *groups, int n,
+			   const mode_t *umask_to, uint64_t keep)
+{
+	bool drop = uid != 0;
+
+	/* Root's own groups do not matter: it passes every check. */
+	if (n > 0 || acting.groups) {
+		if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
+			return -errno;
+		acting.groups = n > 0;
+	}
+	if (gid != acting.gid) {
+		syscall(SYS_setfsgid, gid);
+		acting.gid = gid;
+	}
+	if (uid != acting.uid) {
+		syscall(SYS_setfsuid, uid);
+		acting.uid = uid;
+	}
+	if (umask_to && *umask_to != acting.umask) {
+		umask(*umask_to);
+		acting.umask = *umask_to;
+	}
+	/* Last: setgroups above needs CAP_SETGID. */
+	if (drop != acting.caps_dropped || (drop && keep != acting.caps_kept)) {
+		int rc = thread_caps_known ? caps_set(drop, keep) : -EPERM;
+
+		if (rc < 0)
+			return rc;
+		acting.caps_dropped = drop;
+		acting.caps_kept = keep;
+	}
+	return 0;
+}
+
+static int become_caller(fuse_req_t req, const mode_t *umask_to, uint64_t keep)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	gid_t groups[256];
@@ -535,33 +611,50 @@ int identity_become(fuse_req_t req, bool with_umask)
 	if (ctx->uid != 0) {
 		n = fuse_req_getgroups(req, 256, groups);
 		if (n < 0)
-			n = 0;	/* the caller is gone, or a writeback */
+			n = 0;	/* the caller is gone */
 		if (n > 256)
 			n = 256;
 	}
-	/* Root's own groups do not matter: it passes every check. */
-	if (n > 0 || acting.groups) {
-		if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
-			return -errno;
-		acting.groups = n > 0;
-	}
-	if (ctx->gid != acting.gid) {
-		syscall(SYS_setfsgid, ctx->gid);
-		acting.gid = ctx->gid;
-	}
-	if (ctx->uid != acting.uid) {
-		syscall(SYS_setfsuid, ctx->uid);
-		acting.uid = ctx->uid;
-	}
-	if (with_umask && ctx->umask != acting.umask) {
-		umask(ctx->umask);
-		acting.umask = ctx->umask;
-	}
-	return 0;
+	return identity_switch(ctx->uid, ctx->gid, groups, n, umask_to, keep);
+}
+
+int identity_become(fuse_req_t req, bool with_umask)
+{
+	return become_caller(req, with_umask ? &fuse_req_ctx(req)->umask : NULL, 0);
+}
+
+int identity_become_keeping(fuse_req_t req, uint64_t keep)
+{
+	return become_caller(req, NULL, keep);
+}
+
+/*
+ * CAP_FSETID stays for data changes: the kernel has already cleared the
+ * setuid and setgid bits a caller's write(2), fallocate or
+ * copy_file_range clears, through a SETATTR made with the caller's own
+ * rights (file_remove_privs), and it keeps the mode it then knows.  The
+ * real filesystem must not clear them again on its own, out of the
+ * kernel's sight: after page writeback above all, which clears nothing
+ * natively.
+ */
+int identity_become_writer(fuse_req_t req, uid_t opener_uid, gid_t opener_gid,
+			   bool writeback)
+{
+	if (writeback)
+		return identity_switch(opener_uid, opener_gid, NULL, 0, NULL,
+				       1ULL << CAP_FSETID);
+	return become_caller(req, NULL, 1ULL << CAP_FSETID);
 }
 
 void identity_restore(void)
 {
+	/* First: setgroups below needs CAP_SETGID back. */
+	if (acting.caps_dropped) {
+		if (caps_set(false, 0) < 0)
+			dlog(LOG_ERR, "cannot restore the daemon's capabilities: %m");
+		else
+			acting.caps_dropped = false;
+	}
 	if (acting.uid != 0) {
 		syscall(SYS_setfsuid, 0);
 		acting.uid = 0;

@@ -16,10 +16,12 @@
  *    to swap the layer, so the layer and epoch are stable during a change.
  *  - nodes_lock (daemon-nodes.c): the inode table, innermost.
  *
- * Identity: preservation runs as root; namespace changes, opens and xattr
- * changes run as the caller (daemon-nodes.c), so ownership, setgid
- * directories, the umask, default ACLs and sticky directories behave as on
- * the real filesystem.  setattr runs as root: the kernel has checked it
+ * Identity: preservation runs as root; namespace changes, opens, data
+ * writes, xattr changes and xattr listing run as the caller, with none of
+ * root's capabilities for a caller other than root (daemon-nodes.c), so
+ * ownership, setgid directories, the umask, default ACLs, sticky
+ * directories, reserved blocks and quotas behave as on the real
+ * filesystem.  setattr runs as root: the kernel has checked it
  * (default_permissions), and it also carries the kernel's own clearing of
  * setuid bits after a write by another user, which the caller could not do.
  */
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -939,8 +942,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 
 /* ---- files ---------------------------------------------------------------- */
 
-static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
+static struct dhandle *new_handle(fuse_req_t req, struct dnode *n, int fd, bool writable)
 {
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct dhandle *h = calloc(1, sizeof(*h));
 
 	if (!h)
@@ -948,6 +952,8 @@ static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
 	h->fd = fd;
 	h->node = n;
 	h->writable = writable;
+	h->uid = ctx->uid;
+	h->gid = ctx->gid;
 	node_open_count(n, writable, 1);
 	return h;
 }
@@ -955,8 +961,14 @@ static struct dhandle *new_handle(struct dnode *n, int fd, bool writable)
 static int open_flags(int flags)
 {
 	/* O_DIRECT would need aligned buffers for our pwrite; the kernel
-	 * already bypasses its cache for such opens. */
-	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT)) | O_CLOEXEC;
+	 * already bypasses its cache for such opens.  O_APPEND is the
+	 * kernel's: it turns a write(2) into a WRITE at the end of the file
+	 * (under the inode lock, from the size it keeps up to date for
+	 * every change through this mount), while the WRITEs of page
+	 * writeback (shared mmap) and of pwritev2(RWF_NOAPPEND) carry their
+	 * own offsets; pwrite on an O_APPEND fd would append them all. */
+	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | O_APPEND)) |
+	       O_CLOEXEC;
 }
 
 static bool flags_writable(int flags)
@@ -1014,7 +1026,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err);
 		return;
 	}
-	h = new_handle(n, fd, flags_writable(fi->flags));
+	h = new_handle(req, n, fd, flags_writable(fi->flags));
 	if (!h) {
 		close(fd);
 		fuse_reply_err(req, ENOMEM);
@@ -1053,7 +1065,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	}
 	ns_change_end();
 	if (!err) {
-		h = new_handle(node_of(e.ino), fd, flags_writable(fi->flags));
+		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags));
 		if (!h) {
 			node_forget(node_of(e.ino), 1);
 			err = ENOMEM;
@@ -1085,6 +1097,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_data(req, &buf, 0);
 }
 
+/*
+ * Data changes run as the writer (rule 19), after the preserve, which
+ * needs root's rights: a user must not spend ext4's reserved blocks or
+ * pass a quota limit.  Page writeback carries no caller (the kernel sends
+ * it as uid 0 from no process), so it acts as the opener of the handle
+ * the kernel writes it through.
+ */
+static int write_identity(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct dhandle *h = handle_of(fi);
+
+	return identity_become_writer(req, h->uid, h->gid, fi->writepage);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 			 off_t off, struct fuse_file_info *fi)
 {
@@ -1103,7 +1129,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 	if (!fi->writepage)
 		write_in_flight_begin(&w, ino, off, fuse_buf_size(in_buf));
 	err = object_change_begin(n, fi->writepage, &locked, "write");
+	if (!err)
+		err = -write_identity(req, fi);
 	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
+	identity_restore();
 	object_change_end(locked);
 	if (res < 0)
 		fuse_reply_err(req, (int)-res);
@@ -1154,8 +1183,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	int err;
 
 	err = object_change_begin(node_of(ino), false, &locked, "fallocate");
+	if (!err)
+		err = -write_identity(req, fi);
 	if (!err && fallocate(handle_of(fi)->fd, mode, off, len) < 0)
 		err = errno;
+	identity_restore();
 	object_change_end(locked);
 	fuse_reply_err(req, err);
 }
@@ -1170,10 +1202,13 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 	(void)ino_in;
 	err = object_change_begin(node_of(ino_out), false, &locked, "copy_file_range");
+	if (!err)
+		err = -write_identity(req, fi_out);
 	res = err ? -err : copy_file_range(handle_of(fi_in)->fd, &off_in, handle_of(fi_out)->fd,
 					   &off_out, len, flags);
 	if (res < 0 && !err)
 		res = -errno;
+	identity_restore();
 	object_change_end(locked);
 	if (res < 0)
 		fuse_reply_err(req, (int)-res);
@@ -1213,7 +1248,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h = new_handle(n, -1, false);
+	h = new_handle(req, n, -1, false);
 	if (!h) {
 		closedir(dp);
 		fuse_reply_err(req, ENOMEM);
@@ -1400,6 +1435,18 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, err);
 }
 
+/*
+ * A write by a user to a file with file capabilities makes the kernel
+ * remove security.capability on its own authority (killpriv), through a
+ * REMOVEXATTR sent as the writer, who lacks the CAP_SETFCAP the real
+ * filesystem then asks for.  The kernel has also checked an explicit
+ * removal with the caller's rights already, so this one name keeps it.
+ */
+static uint64_t removexattr_caps(const char *name)
+{
+	return strcmp(name, "security.capability") == 0 ? 1ULL << CAP_SETFCAP : 0;
+}
+
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct dnode *n = node_of(ino);
@@ -1408,7 +1455,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	err = object_change_begin(n, false, &locked, "removexattr");
 	if (!err) {
-		rc = identity_become(req, false);
+		rc = identity_become_keeping(req, removexattr_caps(name));
 		if (rc == 0)
 			rc = node_xattr(n, 'r', name, NULL, 0, 0);
 		identity_restore();
@@ -1444,6 +1491,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	free(buf);
 }
 
+/*
+ * Listed as the caller (rule 19): the real filesystem leaves out what the
+ * caller may not see, as it would natively (XFS and ext4 hide trusted.*
+ * from callers without CAP_SYS_ADMIN, which a caller other than uid 0 is
+ * taken to lack), while the kernel passes a FUSE listxattr on unfiltered.
+ * getxattr needs no switch: the kernel refuses trusted.* names itself.
+ */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
@@ -1453,7 +1507,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = node_xattr(node_of(ino), 'l', NULL, buf, size, 0);
+	rc = identity_become(req, false);
+	if (rc == 0)
+		rc = node_xattr(node_of(ino), 'l', NULL, buf, size, 0);
+	identity_restore();
 	reply_xattr_result(req, rc, size, buf);
 	free(buf);
 }

@@ -53,6 +53,9 @@ struct dhandle {
 	int fd;
 	struct dnode *node;
 	bool writable;
+	/* Who opened it: page writeback through it acts as them. */
+	uid_t uid;
+	gid_t gid;
 	/* directories */
 	void *dir;		/* DIR * */
 	off_t dir_offset;
@@ -138,8 +141,18 @@ void node_open_count(struct dnode *n, bool writable, int delta);
 size_t nodes_with_writers(fuse_ino_t **out);
 
 /* The caller's identity for a change to SRC (per thread: setfsuid,
- * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS)). */
+ * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS), and
+ * for a caller other than uid 0 no effective capability: rule 19). */
 int identity_become(fuse_req_t req, bool with_umask);
+/* The same, but a caller other than uid 0 keeps the capabilities of keep
+ * (1 << CAP_*) that the daemon holds: for what the kernel has checked or
+ * does on its own authority. */
+int identity_become_keeping(fuse_req_t req, uint64_t keep);
+/* The same for a change of file data: as the caller, or for page
+ * writeback (which carries no caller) as the opener of the handle, without
+ * supplementary groups; CAP_FSETID kept (see daemon-nodes.c). */
+int identity_become_writer(fuse_req_t req, uid_t opener_uid, gid_t opener_gid,
+			   bool writeback);
 void identity_restore(void);
 /* Per-thread setup every thread that runs operations needs. */
 int identity_thread_init(void);
