@@ -124,31 +124,51 @@ static char *child_path(const char *dir, const char *name)
  * SRC (including "no such file") are checked after the fact and redone
  * from a refreshed layer list when the live daemon covered the path
  * meanwhile.  The stack used is returned referenced in *sp (when sp).
+ *
+ * An answer needs checking only when it may have involved SRC: not when
+ * it came from a layer, and not when the path was already covered in U_n
+ * before resolving (view_newest_covers).  The latter matters for "no such
+ * name" answers made by the layers: a name whited out in U_n, or below a
+ * directory that is opaque there (plain in an older layer), is absent
+ * without SRC being looked at, and stays covered for ever, so checking it
+ * like an SRC answer failed after every refresh.  So each generation of
+ * the layer list costs at most two rounds: one that sees the path not yet
+ * covered, and, if the daemon covered it meanwhile, one that sees it
+ * covered.
  */
 static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 			 struct stat *st, struct view_stack **sp)
 {
 	for (;;) {
 		struct view_stack *s;
-		int rc = view_stack_get(vw, &s);
+		int covered, rc = view_stack_get(vw, &s);
 
 		if (rc < 0)
 			return rc;
-		rc = view_resolve(s, path, o);
-		if ((rc == 0 && o->layer != VIEW_SRC) ||
-		    ((rc == 0 || rc == -ENOENT) && view_src_answer_valid(vw, s, path, &s->gen)) ||
-		    (rc < 0 && rc != -ENOENT)) {
-			if (rc == 0 && st) {
-				view_fill_stat(s, path, o, st);
+		covered = view_newest_covers(s, path);
+		rc = covered < 0 ? covered : view_resolve(s, path, o);
+		if (rc == 0 || rc == -ENOENT) {
+			bool final = rc == 0 ? o->layer != VIEW_SRC : covered > 0;
+
+			if (!final) {
+				int check = view_src_answer_check(vw, s, path, &s->gen);
+
+				if (check == -EAGAIN) {
+					view_stack_put(s);
+					view_refresh(vw);
+					continue;
+				}
+				if (check < 0)
+					rc = check;
 			}
-			if (sp && rc == 0)
-				*sp = s;
-			else
-				view_stack_put(s);
-			return rc;
 		}
-		view_stack_put(s);
-		view_refresh(vw);
+		if (rc == 0 && st)
+			view_fill_stat(s, path, o, st);
+		if (sp && rc == 0)
+			*sp = s;
+		else
+			view_stack_put(s);
+		return rc;
 	}
 }
 
@@ -230,7 +250,7 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 		struct view_stack *s;
 		struct view_obj o;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int chk, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
@@ -238,8 +258,12 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 		}
 		n = readlinkat(view_obj_dirfd(s, &o), path, buf, sizeof(buf) - 1);
 		rc = n < 0 ? errno : 0;
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (chk = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
+			if (chk != -EAGAIN) {
+				fuse_reply_err(req, -chk);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
@@ -288,10 +312,12 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 		if (rc < 0)
 			return rc;
 		fd = view_open_obj(s, path, &o, flags);
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			if (fd >= 0)
 				close(fd);
 			view_stack_put(s);
+			if (rc != -EAGAIN)
+				return rc;
 			view_refresh(vw);
 			continue;
 		}
@@ -389,7 +415,7 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct view_stack *s;
 		bool from_src;
 		ssize_t n;
-		int fd, rc;
+		int fd, rc, chk;
 
 		struct view_gen fgen;
 
@@ -435,8 +461,11 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		n = pread(fd, buf, size, off);
 		rc = n < 0 ? errno : 0;
-		if (view_src_answer_valid(vw, s, f->path, &s->gen)) {
+		chk = view_src_answer_check(vw, s, f->path, &s->gen);
+		if (chk != -EAGAIN) {
 			view_stack_put(s);
+			if (chk < 0)
+				rc = -chk;
 			if (rc)
 				fuse_reply_err(req, rc);
 			else
@@ -735,8 +764,13 @@ static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 			return;
 		}
 		n = ovs_lgetxattrat(view_obj_dirfd(s, &o), *path ? path : ".", stored, buf, size);
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
+			if (rc != -EAGAIN) {
+				free(buf);
+				fuse_reply_err(req, -rc);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
@@ -779,10 +813,14 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 				n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".",
 						     raw, n);
 		}
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			free(raw);
 			free(out);
 			view_stack_put(s);
+			if (rc != -EAGAIN) {
+				fuse_reply_err(req, -rc);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
