@@ -884,6 +884,14 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 {
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Permission checks by the kernel (default_permissions) with the
+	 * snapshot's POSIX ACLs, read through getxattr, not mode bits alone:
+	 * a view grants exactly what the filesystem granted (DESIGN rule 19). */
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	else
+		fprintf(stderr, "ovsnap-viewd: warning: this kernel cannot check POSIX ACLs "
+			"on FUSE mounts: the view checks mode bits only\n");
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	/* every chunk of a listing with its attributes: with the "auto"
