@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -718,8 +719,10 @@ static void vop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 /*
  * What the view shows of a layer copy's xattrs: escaped user xattrs
  * (trusted.overlay.overlay.X) as trusted.overlay.X, other
- * trusted.overlay.* (ovsnap's and overlayfs' own) not at all.  SRC's
- * objects show their xattrs as they are.
+ * trusted.overlay.* (ovsnap's and overlayfs' own) not at all, to anyone.
+ * SRC's objects show their xattrs as they are.  Either way trusted.*
+ * names are listed only to callers the filesystem would list them to
+ * (caller_may_list_trusted).
  */
 static bool shown_xattr(const char *stored, bool in_layer, char *shown, size_t len)
 {
@@ -731,6 +734,39 @@ static bool shown_xattr(const char *stored, bool in_layer, char *shown, size_t l
 		return false;
 	snprintf(shown, len, "%s%s", OVL_XATTR_PREFIX, stored + strlen(OVL_XATTR_ESCAPE));
 	return true;
+}
+
+/*
+ * Whether the caller of req may see trusted.* names: the filesystems
+ * list them only to a caller with CAP_SYS_ADMIN in the initial user
+ * namespace (xfs_xattr_put_listent, ext4_xattr_trusted_list, btrfs).  The
+ * caller's thread is the request's pid; one that cannot be looked at
+ * (gone, or in another pid namespace) is treated as unprivileged.
+ */
+static bool caller_may_list_trusted(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned long long caps = 0;
+	char path[64], line[256];
+	struct stat ns, own;
+	bool found = false;
+	FILE *f;
+
+	if (!ctx || ctx->pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)ctx->pid);
+	if (stat(path, &ns) < 0 || stat("/proc/self/ns/user", &own) < 0 ||
+	    ns.st_ino != own.st_ino || ns.st_dev != own.st_dev)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (strncmp(line, "CapEff:", 7) == 0)
+			found = sscanf(line + 7, "%llx", &caps) == 1;
+	fclose(f);
+	return found && (caps & (1ULL << CAP_SYS_ADMIN));
 }
 
 static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -790,6 +826,7 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct view *vw = VIEW(req);
 	const char *path = node_of(ino)->path;
+	bool trusted_ok = caller_may_list_trusted(req);
 
 	for (;;) {
 		struct view_stack *s;
@@ -827,7 +864,8 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		for (ssize_t i = 0; n > 0 && i < n; i += strlen(raw + i) + 1) {
 			char shown[XATTR_NAME_MAX + 32];
 
-			if (shown_xattr(raw + i, o.layer != VIEW_SRC, shown, sizeof(shown))) {
+			if (shown_xattr(raw + i, o.layer != VIEW_SRC, shown, sizeof(shown)) &&
+			    (trusted_ok || strncmp(shown, "trusted.", 8) != 0)) {
 				strcpy(out + outlen, shown);
 				outlen += strlen(shown) + 1;
 			}
