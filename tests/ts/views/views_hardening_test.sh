@@ -283,6 +283,14 @@ test_fake_view_made_by_a_user_does_not_block_drop() {
 	assertNotContains "list: the fake is no view" "$OVS_OUT" "$fake"
 	assertContains "list: the real view is one" "$OVS_OUT" "$VIEW"
 
+	# retention: only the real view keeps what the policy would drop
+	ovs_run "$OVSNAP" drop --keep last=1 --dry-run "$SRC"
+	assertEquals "drop --keep last=1 --dry-run: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "retention would drop the snapshot the fake names" "would drop 1" "$OVS_OUT"
+	assertContains "retention keeps the one a real view shows" "$OVS_ERR" \
+		"keeping snapshot 2 the policy would drop: a mounted view uses it"
+	assertNotContains "retention: not kept for the fake" "$OVS_ERR" "keeping snapshot 1 "
+
 	ovs_run "$OVSNAP" drop "$SRC" 1
 	assertEquals "drop of the snapshot the fake names: $(ovs_ran)" 0 "$OVS_RC"
 	assertNotContains "drop 1: no word of the fake" "$OVS_ERR" "$fake"
