@@ -128,39 +128,43 @@ static char *child_path(const char *dir, const char *name)
  *
  * An answer needs checking only when it may have involved SRC: not when
  * it came from a layer, and not when the path was already covered in U_n
- * before resolving (view_newest_covers).  The latter matters for "no such
- * name" answers made by the layers: a name whited out in U_n, or below a
- * directory that is opaque there (plain in an older layer), is absent
- * without SRC being looked at, and stays covered for ever, so checking it
- * like an SRC answer failed after every refresh.  So each generation of
- * the layer list costs at most two rounds: one that sees the path not yet
- * covered, and, if the daemon covered it meanwhile, one that sees it
- * covered.
+ * before it was resolved (view.h).  The latter matters for
+ * "no such name" answers made by the layers: a name whited out in U_n, or
+ * below a directory that is opaque or a non-directory there (and plain in
+ * an older layer), is absent without SRC being looked at, and stays
+ * covered for ever, so checking it like an SRC answer failed after every
+ * refresh.  So when the check finds the path covered under an unchanged
+ * generation, the path is resolved once more on the same stack, and that
+ * answer is final: at most two resolutions per generation, and answers
+ * from layers cost no coverage walk at all.
  */
 static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 			 struct stat *st, struct view_stack **sp)
 {
 	for (;;) {
 		struct view_stack *s;
-		int covered, rc = view_stack_get(vw, &s);
+		int rc = view_stack_get(vw, &s);
 
 		if (rc < 0)
 			return rc;
-		covered = view_newest_covers(s, path);
-		rc = covered < 0 ? covered : view_resolve(s, path, o);
-		if (rc == 0 || rc == -ENOENT) {
-			bool final = rc == 0 ? o->layer != VIEW_SRC : covered > 0;
+		rc = view_resolve(s, path, o);
+		if ((rc == 0 && o->layer == VIEW_SRC) || rc == -ENOENT) {
+			int check = view_src_answer_check(vw, s, path, &s->gen);
 
-			if (!final) {
-				int check = view_src_answer_check(vw, s, path, &s->gen);
+			if (check == -EAGAIN) {
+				struct view_gen now;
 
-				if (check == -EAGAIN) {
+				if (view_gen_read(vw, &now) < 0 || !view_gen_equal(&now, &s->gen)) {
 					view_stack_put(s);
 					view_refresh(vw);
 					continue;
 				}
-				if (check < 0)
-					rc = check;
+				/* covered now, so for as long as s is current */
+				rc = view_resolve(s, path, o);
+				if (rc == 0 && o->layer == VIEW_SRC)
+					rc = -EIO;	/* the resolver contradicts coverage */
+			} else if (check < 0) {
+				rc = check;
 			}
 		}
 		if (rc == 0 && st)

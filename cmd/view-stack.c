@@ -284,11 +284,6 @@ static int covered_in_newest(struct view_stack *s, const char *path)
 	return ovs_covered_at(s->layerfd[s->nlayers - 1], path);
 }
 
-int view_newest_covers(struct view_stack *s, const char *path)
-{
-	return covered_in_newest(s, path);
-}
-
 int view_src_answer_check(struct view *vw, struct view_stack *s, const char *path,
 			  const struct view_gen *g)
 {
