@@ -161,8 +161,13 @@ static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 				}
 				/* covered now, so for as long as s is current */
 				rc = view_resolve(s, path, o);
-				if (rc == 0 && o->layer == VIEW_SRC)
-					rc = -EIO;	/* the resolver contradicts coverage */
+				if (rc == 0 && o->layer == VIEW_SRC) {
+					/* the resolver contradicts coverage: say so
+					 * rather than retry for ever */
+					fprintf(stderr, "ovsnap-viewd: %s: covered in the newest "
+						"layer but resolved from SRC\n", path);
+					rc = -EIO;
+				}
 			} else if (check < 0) {
 				rc = check;
 			}
