@@ -21,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,9 +158,10 @@ fail:
 static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *target,
 			     const struct view_mount_opts *o)
 {
-	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[32];
+	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[64];
 	char *argv[] = { "ovsnap-viewd", "--ready-fd", "3", "-o", o->fuse,
 			 (char *)ovs_volume_source(v), idstr, (char *)target, NULL };
+	struct stat st;
 	pid_t pid;
 	int rc, rundir;
 
@@ -174,9 +176,21 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 			      VIEWD_START_TIMEOUT_MS);
 	if (pid < 0)
 		return pid;
-	/* umount waits for the process to be gone, so the filesystem under
-	 * the layers can be unmounted right after it */
-	snprintf(pidtext, sizeof(pidtext), "%d\n", (int)pid);
+	/*
+	 * umount waits for the process to be gone, so the filesystem under
+	 * the layers can be unmounted right after it.  The device number of
+	 * the mount ties the pid to this very FUSE connection: only a view
+	 * whose recorded daemon serves it holds its snapshot against drop
+	 * and retention (lib/views.c), since anyone can make a FUSE mount
+	 * that reads like a view in the mount table.
+	 */
+	if (stat(target, &st) < 0) {
+		rc = ovs_err(errno, "cannot stat the view at %s: %m", target);
+		kill(pid, SIGTERM);
+		return rc;
+	}
+	snprintf(pidtext, sizeof(pidtext), "%d %u:%u\n", (int)pid, major(st.st_dev),
+		 minor(st.st_dev));
 	rundir = open(ovs_run_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = rundir < 0 ? -errno :
 	     ovs_write_file_atomic(rundir, strrchr(pidfile, '/') + 1, pidtext, strlen(pidtext),
@@ -185,7 +199,8 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 		close(rundir);
 	if (rc < 0)
 		fprintf(stderr, "%s: mount: warning: cannot record the view's pid in %s; "
-			"umount will not wait for it to exit\n", ovs_progname, pidfile);
+			"umount will not wait for it to exit, and drop and retention will "
+			"not see the view\n", ovs_progname, pidfile);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -124,6 +125,18 @@ static char *child_path(const char *dir, const char *name)
  * SRC (including "no such file") are checked after the fact and redone
  * from a refreshed layer list when the live daemon covered the path
  * meanwhile.  The stack used is returned referenced in *sp (when sp).
+ *
+ * An answer needs checking only when it may have involved SRC: not when
+ * it came from a layer, and not when the path was already covered in U_n
+ * before it was resolved (view.h).  The latter matters for
+ * "no such name" answers made by the layers: a name whited out in U_n, or
+ * below a directory that is opaque or a non-directory there (and plain in
+ * an older layer), is absent without SRC being looked at, and stays
+ * covered for ever, so checking it like an SRC answer failed after every
+ * refresh.  So when the check finds the path covered under an unchanged
+ * generation, the path is resolved once more on the same stack, and that
+ * answer is final: at most two resolutions per generation, and answers
+ * from layers cost no coverage walk at all.
  */
 static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 			 struct stat *st, struct view_stack **sp)
@@ -135,20 +148,37 @@ static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 		if (rc < 0)
 			return rc;
 		rc = view_resolve(s, path, o);
-		if ((rc == 0 && o->layer != VIEW_SRC) ||
-		    ((rc == 0 || rc == -ENOENT) && view_src_answer_valid(vw, s, path, &s->gen)) ||
-		    (rc < 0 && rc != -ENOENT)) {
-			if (rc == 0 && st) {
-				view_fill_stat(s, path, o, st);
+		if ((rc == 0 && o->layer == VIEW_SRC) || rc == -ENOENT) {
+			int check = view_src_answer_check(vw, s, path, &s->gen);
+
+			if (check == -EAGAIN) {
+				struct view_gen now;
+
+				if (view_gen_read(vw, &now) < 0 || !view_gen_equal(&now, &s->gen)) {
+					view_stack_put(s);
+					view_refresh(vw);
+					continue;
+				}
+				/* covered now, so for as long as s is current */
+				rc = view_resolve(s, path, o);
+				if (rc == 0 && o->layer == VIEW_SRC) {
+					/* the resolver contradicts coverage: say so
+					 * rather than retry for ever */
+					fprintf(stderr, "ovsnap-viewd: %s: covered in the newest "
+						"layer but resolved from SRC\n", path);
+					rc = -EIO;
+				}
+			} else if (check < 0) {
+				rc = check;
 			}
-			if (sp && rc == 0)
-				*sp = s;
-			else
-				view_stack_put(s);
-			return rc;
 		}
-		view_stack_put(s);
-		view_refresh(vw);
+		if (rc == 0 && st)
+			view_fill_stat(s, path, o, st);
+		if (sp && rc == 0)
+			*sp = s;
+		else
+			view_stack_put(s);
+		return rc;
 	}
 }
 
@@ -230,7 +260,7 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 		struct view_stack *s;
 		struct view_obj o;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int chk, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
@@ -238,8 +268,12 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 		}
 		n = readlinkat(view_obj_dirfd(s, &o), path, buf, sizeof(buf) - 1);
 		rc = n < 0 ? errno : 0;
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (chk = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
+			if (chk != -EAGAIN) {
+				fuse_reply_err(req, -chk);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
@@ -288,10 +322,12 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 		if (rc < 0)
 			return rc;
 		fd = view_open_obj(s, path, &o, flags);
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			if (fd >= 0)
 				close(fd);
 			view_stack_put(s);
+			if (rc != -EAGAIN)
+				return rc;
 			view_refresh(vw);
 			continue;
 		}
@@ -389,7 +425,7 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct view_stack *s;
 		bool from_src;
 		ssize_t n;
-		int fd, rc;
+		int fd, rc, chk;
 
 		struct view_gen fgen;
 
@@ -435,8 +471,11 @@ static void vop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		n = pread(fd, buf, size, off);
 		rc = n < 0 ? errno : 0;
-		if (view_src_answer_valid(vw, s, f->path, &s->gen)) {
+		chk = view_src_answer_check(vw, s, f->path, &s->gen);
+		if (chk != -EAGAIN) {
 			view_stack_put(s);
+			if (chk < 0)
+				rc = -chk;
 			if (rc)
 				fuse_reply_err(req, rc);
 			else
@@ -689,8 +728,10 @@ static void vop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 /*
  * What the view shows of a layer copy's xattrs: escaped user xattrs
  * (trusted.overlay.overlay.X) as trusted.overlay.X, other
- * trusted.overlay.* (ovsnap's and overlayfs' own) not at all.  SRC's
- * objects show their xattrs as they are.
+ * trusted.overlay.* (ovsnap's and overlayfs' own) not at all, to anyone.
+ * SRC's objects show their xattrs as they are.  Either way trusted.*
+ * names are listed only to callers the filesystem would list them to
+ * (caller_may_list_trusted).
  */
 static bool shown_xattr(const char *stored, bool in_layer, char *shown, size_t len)
 {
@@ -702,6 +743,39 @@ static bool shown_xattr(const char *stored, bool in_layer, char *shown, size_t l
 		return false;
 	snprintf(shown, len, "%s%s", OVL_XATTR_PREFIX, stored + strlen(OVL_XATTR_ESCAPE));
 	return true;
+}
+
+/*
+ * Whether the caller of req may see trusted.* names: the filesystems
+ * list them only to a caller with CAP_SYS_ADMIN in the initial user
+ * namespace (xfs_xattr_put_listent, ext4_xattr_trusted_list, btrfs).  The
+ * caller's thread is the request's pid; one that cannot be looked at
+ * (gone, or in another pid namespace) is treated as unprivileged.
+ */
+static bool caller_may_list_trusted(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned long long caps = 0;
+	char path[64], line[256];
+	struct stat ns, own;
+	bool found = false;
+	FILE *f;
+
+	if (!ctx || ctx->pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)ctx->pid);
+	if (stat(path, &ns) < 0 || stat("/proc/self/ns/user", &own) < 0 ||
+	    ns.st_ino != own.st_ino || ns.st_dev != own.st_dev)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (strncmp(line, "CapEff:", 7) == 0)
+			found = sscanf(line + 7, "%llx", &caps) == 1;
+	fclose(f);
+	return found && (caps & (1ULL << CAP_SYS_ADMIN));
 }
 
 static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -735,8 +809,13 @@ static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 			return;
 		}
 		n = ovs_lgetxattrat(view_obj_dirfd(s, &o), *path ? path : ".", stored, buf, size);
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
+			if (rc != -EAGAIN) {
+				free(buf);
+				fuse_reply_err(req, -rc);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
@@ -756,6 +835,7 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct view *vw = VIEW(req);
 	const char *path = node_of(ino)->path;
+	bool trusted_ok = caller_may_list_trusted(req);
 
 	for (;;) {
 		struct view_stack *s;
@@ -779,17 +859,22 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 				n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".",
 						     raw, n);
 		}
-		if (o.layer == VIEW_SRC && !view_src_answer_valid(vw, s, path, &s->gen)) {
+		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			free(raw);
 			free(out);
 			view_stack_put(s);
+			if (rc != -EAGAIN) {
+				fuse_reply_err(req, -rc);
+				return;
+			}
 			view_refresh(vw);
 			continue;
 		}
 		for (ssize_t i = 0; n > 0 && i < n; i += strlen(raw + i) + 1) {
 			char shown[XATTR_NAME_MAX + 32];
 
-			if (shown_xattr(raw + i, o.layer != VIEW_SRC, shown, sizeof(shown))) {
+			if (shown_xattr(raw + i, o.layer != VIEW_SRC, shown, sizeof(shown)) &&
+			    (trusted_ok || strncmp(shown, "trusted.", 8) != 0)) {
 				strcpy(out + outlen, shown);
 				outlen += strlen(shown) + 1;
 			}
@@ -846,6 +931,14 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 {
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Permission checks by the kernel (default_permissions) with the
+	 * snapshot's POSIX ACLs, read through getxattr, not mode bits alone:
+	 * a view grants exactly what the filesystem granted (DESIGN rule 19). */
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	else
+		fprintf(stderr, "ovsnap-viewd: warning: this kernel cannot check POSIX ACLs "
+			"on FUSE mounts: the view checks mode bits only\n");
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	/* every chunk of a listing with its attributes: with the "auto"

@@ -284,14 +284,18 @@ static int covered_in_newest(struct view_stack *s, const char *path)
 	return ovs_covered_at(s->layerfd[s->nlayers - 1], path);
 }
 
-bool view_src_answer_valid(struct view *vw, struct view_stack *s, const char *path,
-			   const struct view_gen *g)
+int view_src_answer_check(struct view *vw, struct view_stack *s, const char *path,
+			  const struct view_gen *g)
 {
 	struct view_gen now = { 0 };
+	int rc;
 
 	if (view_gen_read(vw, &now) < 0 || !view_gen_equal(&now, g))
-		return false;
-	return covered_in_newest(s, path) == 0;
+		return -EAGAIN;
+	rc = covered_in_newest(s, path);
+	if (rc < 0)
+		return rc;
+	return rc ? -EAGAIN : 0;
 }
 
 /* FNV-1a over what U_n holds at path: whether it is there, what it is,

@@ -108,12 +108,21 @@ bool view_gen_equal(const struct view_gen *a, const struct view_gen *b);
 /* Resolve path ("" is the root) through s: -ENOENT when the view has no
  * such object. */
 int view_resolve(struct view_stack *s, const char *path, struct view_obj *o);
-/* Whether an answer about path that involved SRC still holds: the
- * generation is still g and path is still not covered in U_n.  For a
- * directory listing, also that U_n's entries at path still fingerprint
- * to dirsig (pass 0 when not checking a listing). */
-bool view_src_answer_valid(struct view *vw, struct view_stack *s, const char *path,
-			   const struct view_gen *g);
+/*
+ * Whether an answer about path that involved SRC still holds: 0 when the
+ * generation is still g and path is still not covered in U_n, -EAGAIN
+ * when it must be redone, another -errno when the coverage cannot be read
+ * (an error to pass on, not a reason to retry).
+ *
+ * Coverage in U_n never goes away while a stack is current (the first
+ * change wins; merges and drops rewrite the registry first), and a covered
+ * path is resolved by the layers alone: the covering entry, or an ancestor
+ * that ends the merge, sits in U_n or above, so SRC is not consulted for
+ * it.  So an answer resolved after the path was seen covered, under the
+ * same generation, is final whatever it is, also "no such name".
+ */
+int view_src_answer_check(struct view *vw, struct view_stack *s, const char *path,
+			  const struct view_gen *g);
 /* Fingerprint of what U_n holds at path (absent, whiteout, entries). */
 uint64_t view_newest_signature(struct view_stack *s, const char *path);
 

@@ -4,12 +4,15 @@
  * crashed view process or a reboot.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libmount.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "ovsnap-private.h"
 #include "views.h"
@@ -23,6 +26,74 @@ char *ovs_view_source(const char *src, uint64_t id)
 	return s;
 }
 
+/*
+ * Anyone can make a FUSE mount whose source and type read like a view
+ * (fusermount3 -o fsname=ovsnap-view:SRC:ID,subtype=ovsnap-view), and such
+ * a mount must not hold a snapshot against drop and retention.  fusermount3
+ * records the real uid of whoever mounts as user_id: only root makes a
+ * user_id=0 FUSE mount.
+ */
+static bool made_by_root(struct libmnt_fs *fs)
+{
+	char *value = NULL;
+	size_t len = 0;
+
+	if (mnt_fs_get_option(fs, "user_id", &value, &len) != 0 || !value)
+		return false;
+	return len == 1 && value[0] == '0';
+}
+
+/* The real uid of process pid is 0 and its name is ovsnap-viewd. */
+static bool is_root_viewd(pid_t pid)
+{
+	char path[64], line[256];
+	bool comm_ok = false, uid_ok = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long uid;
+
+		/* comm is cut at 15 characters */
+		if (strncmp(line, "Name:\t", 6) == 0)
+			comm_ok = strncmp(line + 6, "ovsnap-viewd", 12) == 0;
+		else if (strncmp(line, "State:\t", 7) == 0 && (line[7] == 'Z' || line[7] == 'X'))
+			break;
+		else if (sscanf(line, "Uid: %lu", &uid) == 1)
+			uid_ok = uid == 0;
+	}
+	fclose(f);
+	return comm_ok && uid_ok;
+}
+
+/*
+ * Whether the ovsnap-viewd that `ovsnap mount` recorded for the view's
+ * target (its pid file in the run directory, "PID MAJOR:MINOR") is alive
+ * and serves this very mount: the device number of a FUSE mount is its
+ * connection's, so a view remounted, or a dead daemon's pid reused, does
+ * not match.
+ */
+static bool served_by_viewd(struct libmnt_fs *fs)
+{
+	char pidfile[PATH_MAX], *text = NULL;
+	unsigned int maj, min;
+	size_t len;
+	int pid;
+	bool ok;
+
+	if (!mnt_fs_get_target(fs) ||
+	    ovs_view_run_file(mnt_fs_get_target(fs), "pid", pidfile, sizeof(pidfile)) < 0 ||
+	    ovs_read_file_at(AT_FDCWD, pidfile, &text, &len, 64) < 0)
+		return false;
+	ok = sscanf(text, "%d %u:%u", &pid, &maj, &min) == 3 && pid > 0 &&
+	     makedev(maj, min) == mnt_fs_get_devno(fs) && is_root_viewd(pid);
+	free(text);
+	return ok;
+}
+
 /* Parse one mount-table entry: 1 if it is a view (out filled). */
 static int parse_view(struct libmnt_fs *fs, struct ovs_view_mount *out)
 {
@@ -33,7 +104,8 @@ static int parse_view(struct libmnt_fs *fs, struct ovs_view_mount *out)
 
 	if (!type || !src || strncmp(src, OVS_VIEW_SOURCE_PREFIX, strlen(OVS_VIEW_SOURCE_PREFIX)))
 		return 0;
-	if (strcmp(type, OVS_VIEW_FSTYPE) == 0)
+	/* overlay mounts in this mount namespace are root's */
+	if (strcmp(type, OVS_VIEW_FSTYPE) == 0 && made_by_root(fs))
 		kernel = false;
 	else if (strcmp(type, "overlay") == 0)
 		kernel = true;
@@ -48,6 +120,7 @@ static int parse_view(struct libmnt_fs *fs, struct ovs_view_mount *out)
 	out->target = strdup(mnt_fs_get_target(fs) ?: "");
 	out->id = id;
 	out->kernel = kernel;
+	out->served = kernel || served_by_viewd(fs);
 	if (!out->source || !out->target) {
 		free(out->source);
 		free(out->target);
@@ -77,7 +150,8 @@ static int collect(const char *only_src, struct ovs_view_mount **views, size_t *
 		if (rc == 0)
 			continue;
 		rc = 0;
-		if (only_src && strcmp(one.source, only_src) != 0) {
+		/* a view whose daemon is gone shows nothing: it holds nothing */
+		if (!one.served || (only_src && strcmp(one.source, only_src) != 0)) {
 			free(one.source);
 			free(one.target);
 			continue;
