@@ -46,7 +46,7 @@ static int write_all(int fd, const void *buf, size_t len)
 
 int ovs_fsync_dir(int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int rc = 0;
 
 	if (fd < 0)
