@@ -88,6 +88,11 @@ int ovs_safe_dir_open(const char *path, const char *what, unsigned flags)
 		char *comp, *next;
 		int nfd;
 
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		/* a directory the walk goes on from */
 		if (fstat(fd, &st) < 0) {
 			rc = ovs_err(errno, "%s: %s: %m", what, at);
 			goto out;
@@ -96,10 +101,6 @@ int ovs_safe_dir_open(const char *path, const char *what, unsigned flags)
 			rc = ovs_err(EPERM, "%s is unsafe: %s is %s", what, at, why);
 			goto out;
 		}
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
 		comp = p;
 		next = strchr(p, '/');
 		if (next)
@@ -159,7 +160,11 @@ int ovs_safe_dir_open(const char *path, const char *what, unsigned flags)
 		fd = nfd;
 		walk_text(at, sizeof(at), comp);
 	}
-	if (!(flags & OVS_SAFE_PARENT) && unsafe_why(&st, true, why, sizeof(why))) {
+	if (fstat(fd, &st) < 0) {
+		rc = ovs_err(errno, "%s: %s: %m", what, at);
+		goto out;
+	}
+	if (unsafe_why(&st, !(flags & OVS_SAFE_PARENT), why, sizeof(why))) {
 		rc = ovs_err(EPERM, "%s is unsafe: %s is %s", what, at, why);
 		goto out;
 	}
