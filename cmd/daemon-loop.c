@@ -615,7 +615,7 @@ static void take_step_layer_made(void)
 
 static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 {
-	char upper[PATH_MAX], work[PATH_MAX];
+	char upper[PATH_MAX];
 	struct ovs_layer *layer = NULL, *old;
 	uint64_t id;
 	int rc;
@@ -646,10 +646,8 @@ static int take_snapshot(const char *name, int lockfd, uint64_t *id_out)
 		goto out;
 	take_step(TAKE_REGISTERED);
 	rc = ovs_snapshot_upper(D.vol, id, upper, sizeof(upper));
-	if (rc == 0)
-		rc = ovs_snapshot_work(D.vol, id, work, sizeof(work));
-	if (rc == 0)
-		rc = ovs_layer_open(upper, work, D.srcfd, 0, &layer);
+	if (rc == 0)	/* from the store's fd (DESIGN.md rule 20) */
+		rc = ovs_snapshot_layer_open(D.vol, id, D.srcfd, 0, &layer);
 	if (rc < 0) {
 		char why[1024];
 
@@ -708,7 +706,7 @@ out:
  */
 static int fold_active_layer(uint64_t older, uint64_t newer, int lockfd, bool *fatal)
 {
-	char upper[PATH_MAX], work[PATH_MAX], intent[256];
+	char upper[PATH_MAX], intent[256];
 	struct ovs_layer *layer = NULL, *old;
 	size_t n;
 	int rc;
@@ -745,10 +743,8 @@ static int fold_active_layer(uint64_t older, uint64_t newer, int lockfd, bool *f
 		/* Open the survivor first: once the merge has begun there is
 		 * no going back to the old layer. */
 		rc = ovs_snapshot_upper(D.vol, older, upper, sizeof(upper));
-		if (rc == 0)
-			rc = ovs_snapshot_work(D.vol, older, work, sizeof(work));
-		if (rc == 0)
-			rc = ovs_layer_open(upper, work, D.srcfd, 0, &layer);
+		if (rc == 0)	/* from the store's fd (DESIGN.md rule 20) */
+			rc = ovs_snapshot_layer_open(D.vol, older, D.srcfd, 0, &layer);
 		if (rc < 0)
 			goto out;
 	}

@@ -145,10 +145,7 @@ static int list_volumes(void)
 /* What dropping the snapshot would free (its layer's own extents). */
 static int snapshot_space(struct ovs_volume *v, uint64_t id, uint64_t *bytes)
 {
-	char upper[PATH_MAX];
-	int rc = ovs_snapshot_upper(v, id, upper, sizeof(upper));
-
-	return rc < 0 ? rc : ovs_layer_space(upper, bytes);
+	return ovs_snapshot_space(v, id, bytes);
 }
 
 /* 1024-based with one decimal, as lsblk and du -h: "0B", "4K", "1.5G". */

@@ -234,9 +234,24 @@ static int mount_kernel_view(struct ovs_volume *v, size_t first, uint64_t id,
 	}
 	rc = fsconfig_str(fsfd, "source", source);
 	for (size_t i = first; rc == 0 && i < ovs_snapshot_count(v); i++) {
-		rc = ovs_snapshot_upper(v, ovs_snapshot_at(v, i)->id, upper, sizeof(upper));
-		if (rc == 0)
-			rc = fsconfig_str(fsfd, "lowerdir+", upper);
+		uint64_t lid = ovs_snapshot_at(v, i)->id;
+		/* The layer as opened from the store's fd, no symlink followed
+		 * (DESIGN.md rule 20); by its path only where overlayfs takes
+		 * no fd (before 6.13), once the open proved the path sound. */
+		int lfd = ovs_snapshot_open_upper(v, lid, O_RDONLY);
+
+		if (lfd < 0) {
+			rc = lfd;	/* its message says why */
+			goto out;
+		}
+		rc = syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FD, "lowerdir+", NULL, lfd) < 0 ?
+		     -errno : 0;
+		close(lfd);
+		if (rc == -EINVAL) {
+			rc = ovs_snapshot_upper(v, lid, upper, sizeof(upper));
+			if (rc == 0)
+				rc = fsconfig_str(fsfd, "lowerdir+", upper);
+		}
 	}
 	if (rc == 0)
 		rc = fsconfig_str(fsfd, "lowerdir+", ovs_volume_source(v));

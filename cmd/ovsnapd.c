@@ -191,17 +191,13 @@ static int open_newest_layer(void)
 {
 	size_t n = ovs_snapshot_count(D.vol);
 	const struct ovs_snapshot *s;
-	char upper[PATH_MAX], work[PATH_MAX];
 	int rc;
 
 	if (n == 0)
 		return 0;	/* no snapshot yet: nothing to preserve */
 	s = ovs_snapshot_at(D.vol, n - 1);
-	rc = ovs_snapshot_upper(D.vol, s->id, upper, sizeof(upper));
-	if (rc == 0)
-		rc = ovs_snapshot_work(D.vol, s->id, work, sizeof(work));
-	if (rc == 0)
-		rc = ovs_layer_open(upper, work, D.srcfd, 0, &D.layer);
+	/* from the store's fd, no symlink followed (DESIGN.md rule 20) */
+	rc = ovs_snapshot_layer_open(D.vol, s->id, D.srcfd, 0, &D.layer);
 	if (rc < 0)
 		return ovs_err_keep(rc, "open the layer of snapshot %" PRIu64, s->id);
 	D.layer_id = s->id;

@@ -142,17 +142,12 @@ static int build_stack(struct view *vw, struct view_stack **out)
 	for (size_t i = 0; i <= s->nlayers; i++)
 		s->layerfd[i] = -1;
 	for (size_t i = 0; i < s->nlayers; i++) {
-		char upper[PATH_MAX];
-
 		s->ids[i] = ovs_snapshot_at(vw->vol, first + i)->id;
-		rc = ovs_snapshot_upper(vw->vol, s->ids[i], upper, sizeof(upper));
+		/* from the store's fd, no symlink followed (DESIGN.md rule 20) */
+		rc = ovs_snapshot_open_upper(vw->vol, s->ids[i], O_RDONLY);
 		if (rc < 0)
 			goto fail;
-		s->layerfd[i] = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (s->layerfd[i] < 0) {
-			rc = ovs_err(errno, "cannot open layer %s: %m", upper);
-			goto fail;
-		}
+		s->layerfd[i] = rc;
 	}
 	s->layerfd[s->nlayers] = vw->srcfd;
 	rc = ovs_rstack_new(s->layerfd, s->nlayers, vw->srcfd, &s->rs);
@@ -224,7 +219,7 @@ int view_open(struct view *vw, const char *src, uint64_t id)
 	rc = ovs_volume_open(src, &vw->vol);
 	if (rc < 0)
 		return rc;
-	vw->storefd = open(ovs_volume_store(vw->vol), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	vw->storefd = fcntl(ovs_volume_dirfd(vw->vol), F_DUPFD_CLOEXEC, 0);
 	if (vw->storefd < 0)
 		return ovs_err(errno, "cannot open the store %s: %m", ovs_volume_store(vw->vol));
 	rc = open_real_src(src);

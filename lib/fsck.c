@@ -433,6 +433,37 @@ static void check_intent(struct fsck *ck)
 
 /* ---- the registry against the store ------------------------------------------ */
 
+/*
+ * Rule 20: a layer directory that is a symlink (or a mount) leads out of
+ * the store; ovsnap refuses to use it, and only a human can tell what it
+ * was meant to be.  True when it was reported.
+ */
+static bool layer_planted(struct fsck *ck, int layersfd, uint64_t id)
+{
+	static const char *const parts[] = { "", "/upper", "/work" };
+
+	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+		char rel[64], path[96];
+		int fd;
+
+		snprintf(rel, sizeof(rel), "%" PRIu64 "%s", id, parts[k]);
+		fd = ovs_open_beneath(layersfd, rel, O_PATH, 0);
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		if (fd != -ELOOP && fd != -EXDEV)
+			return false;
+		snprintf(path, sizeof(path), "%s/%s", OVS_LAYERS_DIR, rel);
+		finding(ck, OVS_FSCK_ERROR, &id, path, "store", NULL,
+			"a symbolic link or a mount point, not a directory of the store: "
+			"ovsnap refuses to use the layer; was the store tampered with? "
+			"check it and replace it by hand");
+		return true;
+	}
+	return false;
+}
+
 static void check_layer_dirs(struct fsck *ck)
 {
 	const struct ovs_volume *v = ck->v;
@@ -453,6 +484,8 @@ static void check_layer_dirs(struct fsck *ck)
 		bool upper_ok, work_ok;
 		size_t len = 0;
 
+		if (layersfd >= 0 && layer_planted(ck, layersfd, ids[i]))
+			continue;
 		snprintf(name, sizeof(name), "%" PRIu64 "/upper", ids[i]);
 		upper_ok = layersfd >= 0 && fstatat(layersfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			   S_ISDIR(st.st_mode);
@@ -738,11 +771,10 @@ static void check_layers_content(struct fsck *ck)
 	if (!upperfds)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		char dir[PATH_MAX];
-
-		upperfds[i] = -1;
-		if (ovs_snapshot_upper(v, ovs_snapshot_at(v, i)->id, dir, sizeof(dir)) == 0)
-			upperfds[i] = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* from the store's fd, no symlink followed (DESIGN.md rule 20) */
+		upperfds[i] = ovs_snapshot_open_upper(v, ovs_snapshot_at(v, i)->id, O_RDONLY);
+		if (upperfds[i] < 0)
+			upperfds[i] = -1;
 	}
 	upperfds[n] = ck->srcfd;
 	for (size_t i = 0; i < n; i++) {
@@ -755,11 +787,9 @@ static void check_layers_content(struct fsck *ck)
 			.lowerfds = upperfds + i + 1,
 			.nlower = n - i,
 		};
-		char dir[PATH_MAX];
 		int workfd;
 
-		if (ovs_snapshot_work(v, s->id, dir, sizeof(dir)) == 0 &&
-		    (workfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		if ((workfd = ovs_snapshot_open_work(v, s->id, O_RDONLY)) >= 0) {
 			check_work(ck, s->id, workfd);
 			close(workfd);
 		}
@@ -958,13 +988,11 @@ static void check_src(struct fsck *ck)
 	if (sc.check_changes && (sc.upperfds = calloc(n, sizeof(int)))) {
 		sc.nuppers = n;
 		for (size_t i = 0; i < n; i++) {
-			char dir[PATH_MAX];
-
-			sc.upperfds[i] = -1;
-			if (ovs_snapshot_upper(ck->v, ovs_snapshot_at(ck->v, i)->id, dir,
-					       sizeof(dir)) == 0)
-				sc.upperfds[i] = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-						      O_CLOEXEC);
+			sc.upperfds[i] = ovs_snapshot_open_upper(ck->v,
+								 ovs_snapshot_at(ck->v, i)->id,
+								 O_RDONLY);
+			if (sc.upperfds[i] < 0)
+				sc.upperfds[i] = -1;
 		}
 	} else {
 		sc.check_changes = false;
@@ -991,6 +1019,16 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 		return ovs_err(ENOENT, "%s is not an ovsnap volume", src);
 	if (rc < 0)
 		return rc;
+	if (ovs_volume_dirfd(ck.v) < 0 && ovs_volume_problem(ck.v) &&
+	    strstr(ovs_volume_problem(ck.v), " is unsafe: ")) {
+		/* Rule 20: nothing in it can be trusted, nor checked. */
+		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
+			"%s: ovsnap refuses to use the store until it and every directory "
+			"above it are root's and not writable by group or others",
+			ovs_volume_problem(ck.v));
+		ovs_volume_unref(ck.v);
+		return 0;
+	}
 	if (ovs_volume_dirfd(ck.v) < 0) {
 		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
 			"the store of the volume is missing: every snapshot is lost; "

@@ -158,6 +158,8 @@ int ovs_intent_clear(struct ovs_volume *v);
  * allocated extents not shared with another file (reflink clones of live
  * files are shared), each hard-linked inode once. */
 int ovs_layer_space(const char *upper, uint64_t *bytes);
+/* The same for the layer of snapshot id, opened from the store's fd. */
+int ovs_snapshot_space(const struct ovs_volume *v, uint64_t id, uint64_t *bytes);
 
 /* ---- processes ------------------------------------------------------- */
 

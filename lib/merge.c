@@ -472,15 +472,10 @@ static ssize_t snap_index(const struct ovs_volume *v, uint64_t id)
 
 static int open_upper(struct ovs_volume *v, uint64_t id)
 {
-	char path[PATH_MAX];
-	int rc, fd;
+	int fd = ovs_snapshot_open_upper(v, id, O_RDONLY);
 
-	rc = ovs_snapshot_upper(v, id, path, sizeof(path));
-	if (rc < 0)
-		return rc;
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return ovs_err(errno, "open the layer of snapshot %" PRIu64 ": %m", id);
+		return ovs_err_keep(-fd, "open the layer of snapshot %" PRIu64, id);
 	return fd;
 }
 

@@ -108,6 +108,36 @@ int ovs_layer_remove(struct ovs_volume *v, uint64_t id);
  * it receives the lock fd from the CLI). */
 int ovs_lock_note(int lockfd, const char *what);
 
+/* ---- trust: the store and the state directory (DESIGN.md rule 20) ------ */
+
+/*
+ * Open the directory path (O_RDONLY) after checking it and every directory
+ * above it, by fd from "/" down: each must be owned by root and not
+ * writable by group or others, unless it is a parent and sticky (/tmp);
+ * symlinks are followed only from directories that passed.  -EPERM with
+ * "<what> is unsafe: <dir> is <why>" otherwise (what: "store /x").  With
+ * OVS_SAFE_PARENT, path itself is held to the parents' rule (it is where
+ * a store will be made).  Returns the fd.
+ */
+#define OVS_SAFE_PARENT	1u
+int ovs_safe_dir_open(const char *path, const char *what, unsigned flags);
+/* The same for the directory name below the checked directory dirfd (no
+ * symlink followed).  Returns the fd. */
+int ovs_safe_dir_at(int dirfd, const char *name, const char *what);
+/* openat2 of rel below dirfd without following symlinks, leaving dirfd's
+ * tree or crossing a mount (O_CLOEXEC added).  The fd, or -errno (-ELOOP,
+ * -EXDEV for what it refuses); sets no message. */
+int ovs_open_beneath(int dirfd, const char *rel, int flags, mode_t mode);
+/* layers/<id>/upper and layers/<id>/work of the volume's store, opened
+ * from its fd through ovs_open_beneath (flags: O_RDONLY, O_PATH,
+ * O_NOATIME...; O_DIRECTORY added).  The fd, or -errno with a message. */
+int ovs_snapshot_open_upper(const struct ovs_volume *v, uint64_t id, int flags);
+int ovs_snapshot_open_work(const struct ovs_volume *v, uint64_t id, int flags);
+struct ovs_layer;
+/* ovs_layer_open() on the layer of snapshot id, opened as above. */
+int ovs_snapshot_layer_open(const struct ovs_volume *v, uint64_t id, int srcfd,
+			    unsigned flags, struct ovs_layer **out);
+
 /* ---- mounts (libmount) and filesystem identity (libblkid) -------------- */
 
 struct ovs_mountinfo {

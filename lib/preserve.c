@@ -20,33 +20,45 @@
 int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flags,
 		   struct ovs_layer **out)
 {
+	int upperfd, workfd;
+
+	upperfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (upperfd < 0)
+		return ovs_err(errno, "open upper %s: %m", upper);
+	workfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (workfd < 0) {
+		int err = errno;
+
+		close(upperfd);
+		return ovs_err(err, "open work %s: %m", work);
+	}
+	return ovs_layer_open_fds(upperfd, workfd, srcfd, flags, out);
+}
+
+int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
+		       struct ovs_layer **out)
+{
 	struct ovs_layer *l;
 	struct stat ust, wst, sst;
 	int rc;
 
 	l = calloc(1, sizeof(*l));
-	if (!l)
-		return ovs_err(ENOMEM, "open layer: out of memory");
+	if (!l) {
+		rc = ovs_err(ENOMEM, "open layer: out of memory");
+		goto fail;
+	}
 	l->srcfd = srcfd;
 	l->flags = flags;
-	l->upperfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l->upperfd < 0) {
-		rc = ovs_err(errno, "open upper %s: %m", upper);
-		goto fail_upper;
-	}
-	l->workfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l->workfd < 0) {
-		rc = ovs_err(errno, "open work %s: %m", work);
-		goto fail_work;
-	}
-	if (fstat(l->upperfd, &ust) < 0 || fstat(l->workfd, &wst) < 0 ||
-	    fstat(srcfd, &sst) < 0) {
-		rc = ovs_err(errno, "stat layer %s: %m", upper);
+	l->upperfd = upperfd;
+	l->workfd = workfd;
+	if (fstat(upperfd, &ust) < 0 || fstat(workfd, &wst) < 0 || fstat(srcfd, &sst) < 0) {
+		rc = ovs_err(errno, "stat layer: %m");
 		goto fail;
 	}
 	/* Copies are renamed from work into the upper. */
 	if (ust.st_dev != wst.st_dev) {
-		rc = ovs_err(EXDEV, "%s and %s are not on the same filesystem", upper, work);
+		rc = ovs_err(EXDEV, "the upper and work directories of the layer are not "
+			     "on the same filesystem");
 		goto fail;
 	}
 	if (!S_ISDIR(sst.st_mode)) {
@@ -57,10 +69,8 @@ int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flag
 	*out = l;
 	return 0;
 fail:
-	close(l->workfd);
-fail_work:
-	close(l->upperfd);
-fail_upper:
+	close(workfd);
+	close(upperfd);
 	free(l);
 	return rc;
 }

@@ -68,6 +68,10 @@ enum ovs_layer_flags {
  */
 int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flags,
 		   struct ovs_layer **out);
+/* The same with the two directories already open (from the store's fd,
+ * DESIGN.md rule 20); the layer takes both fds over, also on failure. */
+int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
+		       struct ovs_layer **out);
 void ovs_layer_close(struct ovs_layer *l);
 int ovs_layer_upper_fd(const struct ovs_layer *l);
 /* Whether FICLONE worked for the last copy-up (for tests and stats). */

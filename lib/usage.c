@@ -15,7 +15,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "libovsnap.h"
+#include "ovsnap-private.h"
 
 #define EXTENTS_PER_CALL 128
 
@@ -137,20 +137,43 @@ static int add_dir(struct usage *u, int dfd)
 	return rc;
 }
 
-int ovs_layer_space(const char *upper, uint64_t *bytes)
+/* The space of the layer at the directory fd (taken over). */
+static int layer_space_fd(int fd, const char *upper, uint64_t *bytes)
 {
 	struct usage u = { 0 };
-	int fd, rc;
+	int rc;
 
-	/* O_NOATIME: the atimes in a layer are the snapshot's, and reading
-	 * a directory would overwrite them. */
-	fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-	if (fd < 0)
-		return ovs_err(errno, "%s: %s", upper, strerror(errno));
 	rc = add_dir(&u, fd);
 	free(u.seen);
 	if (rc < 0)
 		return ovs_err(rc, "%s: %s", upper, strerror(-rc));
 	*bytes = u.bytes;
 	return 0;
+}
+
+int ovs_layer_space(const char *upper, uint64_t *bytes)
+{
+	int fd;
+
+	/* O_NOATIME: the atimes in a layer are the snapshot's, and reading
+	 * a directory would overwrite them. */
+	fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (fd < 0)
+		return ovs_err(errno, "%s: %s", upper, strerror(errno));
+	return layer_space_fd(fd, upper, bytes);
+}
+
+int ovs_snapshot_space(const struct ovs_volume *v, uint64_t id, uint64_t *bytes)
+{
+	char upper[PATH_MAX];
+	int fd, rc;
+
+	rc = ovs_snapshot_upper(v, id, upper, sizeof(upper));
+	if (rc < 0)
+		return rc;
+	/* from the store's fd, no symlink followed (DESIGN.md rule 20) */
+	fd = ovs_snapshot_open_upper(v, id, O_RDONLY | O_NOATIME);
+	if (fd < 0)
+		return fd;
+	return layer_space_fd(fd, upper, bytes);
 }

@@ -46,7 +46,7 @@ static int write_all(int fd, const void *buf, size_t len)
 
 int ovs_fsync_dir(int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int rc = 0;
 
 	if (fd < 0)
@@ -107,9 +107,18 @@ int ovs_read_file_at(int dirfd, const char *name, char **buf, size_t *len, size_
 	char *p = NULL;
 	int fd, rc;
 
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+
+	/* O_NONBLOCK: a FIFO planted in place of a registry must not hang
+	 * the daemon; only a regular file is read. */
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = fstat(fd, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		close(fd);
+		return rc;
+	}
 	for (;;) {
 		ssize_t n;
 

@@ -133,11 +133,53 @@ const char *ovs_volume_socket(const struct ovs_volume *v)
 	return v->socket ? v->socket : "";
 }
 
-static int open_store_dir(struct ovs_volume *v)
+/*
+ * The index names the volume's folder; trust it only as <store>/<esc>: an
+ * absolute path without "." or ".." whose last name is the escaped source
+ * (DESIGN.md rule 20).  A folder elsewhere would hand the volume, and the
+ * root daemon's writes, to whatever lies there.
+ */
+static int check_folder_name(const char *folder, const char *esc)
 {
-	v->dirfd = open(v->store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (v->dirfd < 0)
-		return -errno;
+	const char *base = strrchr(folder, '/');
+
+	if (folder[0] != '/' || strstr(folder, "//") || strstr(folder, "/./") ||
+	    strstr(folder, "/../") || !base || strcmp(base + 1, esc) != 0 || base == folder)
+		return ovs_err(EUCLEAN, "the index names %s as the store folder of %s; "
+			       "refused: it must be <store>/%s", folder, esc, esc);
+	return 0;
+}
+
+/* Open the volume's folder from its checked store: the store and every
+ * directory above it root's and closed to others, the folder too. */
+static int open_store_dir(struct ovs_volume *v, const char *esc)
+{
+	char *root, *what;
+	int rootfd, rc;
+
+	rc = check_folder_name(v->store, esc);
+	if (rc < 0)
+		return rc;
+	root = strndup(v->store, strrchr(v->store, '/') - v->store);
+	if (!root || asprintf(&what, "store %s", root) < 0) {
+		free(root);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	rootfd = ovs_safe_dir_open(root, what, 0);
+	free(root);
+	free(what);
+	if (rootfd < 0)
+		return rootfd;
+	if (asprintf(&what, "store folder %s", v->store) < 0) {
+		close(rootfd);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	rc = ovs_safe_dir_at(rootfd, esc, what);
+	free(what);
+	close(rootfd);
+	if (rc < 0)
+		return rc;
+	v->dirfd = rc;
 	return 0;
 }
 
@@ -157,22 +199,48 @@ static int mkdir_if_missing(const char *path, mode_t mode)
 	return 0;
 }
 
+/*
+ * The directory of the index, after checking it and the state directory
+ * (and all above) as a store is checked: an index entry names the store
+ * whose layers the root daemon writes to.  With create, missing ones are
+ * made; without, -ENOENT when there is no index yet.
+ */
+static int index_open(bool create)
+{
+	char dir[PATH_MAX + 32];
+	int sfd, dfd, rc;
+
+	if (create) {
+		rc = mkdir_if_missing(ovs_state_dir(), 0755);
+		if (rc < 0)
+			return rc;
+	}
+	snprintf(dir, sizeof(dir), "state directory %s", ovs_state_dir());
+	sfd = ovs_safe_dir_open(ovs_state_dir(), dir, 0);
+	if (sfd < 0)
+		return sfd;
+	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
+	if (create && mkdirat(sfd, INDEX_DIR, 0755) < 0 && errno != EEXIST) {
+		rc = ovs_err(errno, "cannot create %s: %m", dir);
+		close(sfd);
+		return rc;
+	}
+	snprintf(dir, sizeof(dir), "state directory %s/%s", ovs_state_dir(), INDEX_DIR);
+	dfd = ovs_safe_dir_at(sfd, INDEX_DIR, dir);
+	close(sfd);
+	return dfd;
+}
+
 /* Point the index entry at the store folder, atomically (symlink + rename). */
 static int index_add(const char *esc, const char *folder)
 {
 	char dir[PATH_MAX], tmp[NAME_MAX + 1];
-	int dfd, rc;
+	int dfd, rc = 0;
 
-	rc = mkdir_if_missing(ovs_state_dir(), 0755);
-	if (rc < 0)
-		return rc;
 	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
-	rc = mkdir_if_missing(dir, 0755);
-	if (rc < 0)
-		return rc;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = index_open(true);
 	if (dfd < 0)
-		return ovs_err(errno, "cannot open %s: %m", dir);
+		return dfd;
 	snprintf(tmp, sizeof(tmp), ".new.%d", (int)getpid());
 	unlinkat(dfd, tmp, 0);
 	if (symlinkat(folder, dfd, tmp) < 0) {
@@ -389,6 +457,7 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 	struct ovs_volume *v = NULL;
 	int rootfd = -1, tmpfd = -1, rc;
 	bool created_root = false;
+	char *what = NULL;
 
 	rc = check_source(&c, src);
 	if (rc < 0)
@@ -401,21 +470,44 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		goto out;
 	}
 
+	if (asprintf(&what, "store %s", c.storeroot) < 0) {
+		rc = ovs_err(ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Rule 20: a store users can change, or one below a directory they
+	 * can change, would let them steer the daemon's writes.  Check the
+	 * directories above before making anything there. */
+	if (access(c.storeroot, F_OK) < 0 && errno == ENOENT) {
+		char *parent = strndup(c.storeroot, strrchr(c.storeroot, '/') - c.storeroot);
+
+		rc = parent ? ovs_safe_dir_open(*parent ? parent : "/", what, OVS_SAFE_PARENT) :
+			      ovs_err(ENOMEM, "out of memory");
+		free(parent);
+		if (rc < 0)
+			goto out;
+		close(rc);
+	}
 	if (mkdir(c.storeroot, 0700) == 0) {
 		created_root = true;
 	} else if (errno != EEXIST) {
 		rc = ovs_err(errno, "cannot create the store %s: %m", c.storeroot);
 		goto out;
 	}
-	rootfd = open(c.storeroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* mkdir made a new one root's and 0700 at most */
+	rootfd = ovs_safe_dir_open(c.storeroot, what, 0);
 	if (rootfd < 0) {
-		rc = ovs_err(errno, "store %s: %m", c.storeroot);
-		goto out;
+		rc = rootfd;
+		goto fail_root;
 	}
 	if (created_root && (fchown(rootfd, 0, 0) < 0 || fchmod(rootfd, 0700) < 0)) {
 		rc = ovs_err(errno, "store %s: %m", c.storeroot);
-		goto out;
+		goto fail_root;
 	}
+	/* The same for the index, before anything is made in the store. */
+	rc = index_open(true);
+	if (rc < 0)
+		goto fail_root;
+	close(rc);
 	rc = check_existing(&c, rootfd, folder);
 	if (rc < 0)
 		goto out;
@@ -480,6 +572,7 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 
 fail_tmp:
 	ovs_remove_tree_at(rootfd, tmpname);
+fail_root:
 	if (created_root)
 		unlinkat(AT_FDCWD, c.storeroot, AT_REMOVEDIR);
 out:
@@ -493,6 +586,7 @@ out:
 	ovs_mountinfo_clear(&c.store_mi);
 	free(c.src);
 	free(c.storeroot);
+	free(what);
 	return rc;
 }
 
@@ -504,13 +598,20 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 {
 	struct ovs_mountinfo mi;
 	char idx[PATH_MAX];
-	ssize_t n;
-	int rc;
+	ssize_t n = -1;
+	int rc, dfd;
 
 	rc = index_path(esc, idx, sizeof(idx));
 	if (rc < 0)
 		return rc;
-	n = readlink(idx, folder, len - 1);
+	dfd = index_open(false);
+	if (dfd < 0 && dfd != -ENOENT)
+		return dfd;
+	errno = ENOENT;
+	if (dfd >= 0) {
+		n = readlinkat(dfd, esc, folder, len - 1);
+		close(dfd);
+	}
 	if (n >= 0) {
 		folder[n] = '\0';
 		return 0;
@@ -556,8 +657,10 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 	free(real);
 	if (!v)
 		return ovs_err(ENOMEM, "out of memory");
-	if (open_store_dir(v) < 0) {
-		rc = ovs_err(errno, "store %s is missing: %m", folder);
+	rc = open_store_dir(v, esc);
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			rc = ovs_err(ENOENT, "store %s is missing: %s", folder, strerror(ENOENT));
 		ovs_volume_unref(v);
 		return rc;
 	}
@@ -585,6 +688,7 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 	char source[PATH_MAX], folder[PATH_MAX];
 	struct ovs_volume *v;
 	ssize_t n;
+	int rc;
 
 	if (ovs_path_unescape(name, source, sizeof(source)) < 0)
 		return NULL;
@@ -595,9 +699,12 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 	v = volume_new(source, folder);
 	if (!v)
 		return NULL;
-	if (open_store_dir(v) < 0) {
+	rc = open_store_dir(v, name);
+	if (rc == -ENOENT) {
 		if (asprintf(&v->problem, "store missing") < 0)
 			v->problem = NULL;
+	} else if (rc < 0) {
+		v->problem = strdup(ovs_last_error());
 	} else if (ovs_registry_load(v) < 0) {
 		v->problem = strdup(ovs_last_error());
 	}
@@ -616,13 +723,18 @@ int ovs_volume_list(struct ovs_volume ***vols, size_t *n)
 	*vols = NULL;
 	*n = 0;
 	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
-	d = opendir(dir);
+	dfd = index_open(false);
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0)
+		return dfd;
+	d = fdopendir(dfd);
 	if (!d) {
-		if (errno == ENOENT)
-			return 0;
-		return ovs_err(errno, "cannot read %s: %m", dir);
+		int err = errno;
+
+		close(dfd);
+		return ovs_err(err, "cannot read %s: %m", dir);
 	}
-	dfd = dirfd(d);
 	while ((errno = 0, de = readdir(d))) {
 		struct ovs_volume *v, **nl;
 
