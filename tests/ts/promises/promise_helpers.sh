@@ -13,6 +13,12 @@ setUp() {
 # A clean stop of the daemon first: the shared teardown then finds no
 # daemon to wait for.
 tearDown() {
+	local p
+	# Users a failed test left behind would keep the images busy.
+	[ -f "$OVS_TMP/.users" ] && for p in $(cat "$OVS_TMP/.users"); do
+		kill "$p" 2>/dev/null
+	done
+	rm -f "$OVS_TMP/.users"
 	[ -n "${SRC:-}" ] && "$OVSNAP" deactivate "$SRC" >/dev/null 2>&1
 	ovs_teardown
 }
@@ -40,6 +46,7 @@ start_user() {
 	rm -f "$fifo" && mkfifo "$fifo" || { fail "mkfifo $fifo"; return 1; }
 	"$@" 3>"$fifo" &
 	USER_PID=$!
+	echo "$USER_PID" >>"$OVS_TMP/.users"
 	read -r _ <"$fifo"
 	rm -f "$fifo"
 }
