@@ -9,7 +9,7 @@
 . "$OVSNAP_SRCDIR/tests/ts/promises/promise_helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd python3 mkfifo setpriv
+ovs_require_cmd python3 mkfifo setpriv btrfs
 
 take_first() {
 	ovs_run "$OVSNAP" take "$SRC"
@@ -246,6 +246,34 @@ test_promise_ovsnapd_mounts_inside_src_not_crossed() {
 	ovs_run "$OVSNAP" deactivate "$SRC"
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 	umount "$SRC/dir"
+}
+
+test_promise_ovsnapd_log_next_to_socket() {
+	local sock log
+	take_first
+	sock=$(ls "$OVSNAP_RUN_DIR"/*.sock)
+	assertNotNull "a control socket in \$OVSNAP_RUN_DIR" "$sock"
+	log=${sock%.sock}.log
+	assertTrue "its log is next to it" "[ -f '$log' ]"
+	assertContains "and holds the daemon's standard error" "$(cat "$log" 2>&1)" \
+		"ovsnapd[$(ovs_ctl status | sed -n 's/.*pid=\([0-9]*\).*/\1/p')]: serving $SRC"
+}
+
+test_promise_ovsnapd_btrfs_subvolume_exdev() {
+	ovs_mkfs btrfs || return
+	SRC=$OVS_MNT/src
+	mkdir "$SRC" && printf 'original\n' >"$SRC/file" || fail "SRC on btrfs"
+	take_first
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	btrfs -q subvolume create "$SRC/subvol" >/dev/null && printf 'in\n' >"$SRC/subvol/f" ||
+		{ fail "btrfs subvolume create"; return; }
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run stat "$SRC/subvol"
+	assertNotEquals "a subvolume inside SRC cannot be looked up: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "with EXDEV" "$OVS_ERR" "Invalid cross-device link"
+	assertEquals "the rest of SRC is served" "original" "$(cat "$SRC/file")"
 }
 
 . "$SHUNIT2"

@@ -151,6 +151,18 @@ test_promise_take_keep() {
 	assertEquals "refused before the take" "3 4" "$(snap_ids)"
 }
 
+test_promise_take_keep_keeps_the_new_snapshot() {
+	ovs_run "$OVSNAP" take --hold "$SRC"
+	assertEquals "take --hold: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	# A policy that keeps nothing still keeps the new snapshot.
+	ovs_run "$OVSNAP" take --keep last=0 "$SRC"
+	assertEquals "take --keep last=0: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "prints the new id" "3" "$OVS_OUT"
+	assertEquals "the held one and the new one remain" "1 3" "$(snap_ids)"
+}
+
 test_promise_take_json() {
 	local check
 	ovs_run "$OVSNAP" take --json --name first "$SRC"
