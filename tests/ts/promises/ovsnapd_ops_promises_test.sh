@@ -194,6 +194,34 @@ test_promise_ovsnapd_identity_new_files_belong_to_caller() {
 	assertTrue "root's file is still there" "[ -e '$SRC/pub/roots' ]"
 }
 
+test_promise_ovsnapd_kernel_clears_suid_sgid_after_write() {
+	take_first
+	ovs_user || return
+	touch "$SRC/prog" && chmod 6777 "$SRC/prog"
+	assertEquals "a setuid+setgid file of root's, writable by all" 0 $?
+	assertEquals "with both bits" "6777" "$(stat -c %a "$SRC/prog")"
+	ovs_as_user sh -c 'echo x >>"$1"' sh "$SRC/prog"
+	assertEquals "another user writes it: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the write landed" "x" "$(cat "$SRC/prog")"
+	assertEquals "the setuid and setgid bits are gone" "777" "$(stat -c %a "$SRC/prog")"
+}
+
+test_promise_ovsnapd_caller_loses_fs_capabilities() {
+	take_first
+	ovs_user || return
+	mkdir -p "$SRC/closed" "$OVS_MNT/plain" && chmod 755 "$SRC/closed" "$OVS_MNT/plain"
+	assertEquals "root's 0755 dirs, in SRC and beside it" 0 $?
+	ovs_run setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups \
+		--inh-caps=+dac_override --ambient-caps=+dac_override -- touch "$OVS_MNT/plain/f"
+	assertEquals "CAP_DAC_OVERRIDE lets the user create outside SRC (the control): $(ovs_ran)" \
+		0 "$OVS_RC"
+	ovs_run setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups \
+		--inh-caps=+dac_override --ambient-caps=+dac_override -- touch "$SRC/closed/f"
+	assertNotEquals "not through the snapshot mount: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "permission denied" "$OVS_ERR" "Permission denied"
+	assertFalse "nothing created" "[ -e '$SRC/closed/f' ]"
+}
+
 test_promise_ovsnapd_no_snapshot_preserves_nothing() {
 	local st
 	take_first
