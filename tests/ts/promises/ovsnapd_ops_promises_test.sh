@@ -292,6 +292,33 @@ test_promise_ovsnapd_control_error_format() {
 	assertEquals "the snapshot survives" "1" "$(snap_ids)"
 }
 
+test_promise_ovsnapd_quiesce() {
+	local gate=$OVS_TMP/gate writer q i st
+	# A preserve into layer 1 that lasts until the test removes the gate.
+	touch "$gate"
+	OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$gate take_first
+	printf 'changed\n' >>"$SRC/file" &
+	writer=$!
+	for i in $(seq 300); do
+		st=$(ovs_ctl status)
+		case $st in *" preserving=1"*) break ;; esac
+		sleep 0.1
+	done
+	assertContains "the write preserves and waits at the gate ($st)" "$st" " preserving=1"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a take does not wait for it: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_ctl quiesce >"$OVS_TMP/quiesce" &
+	q=$!
+	assertContains "the preserve into the retired layer goes on" "$(ovs_ctl status)" " preserving=1"
+	assertEquals "quiesce has not answered while it does" "" "$(cat "$OVS_TMP/quiesce")"
+	rm -f "$gate"
+	wait "$q"
+	assertEquals "quiesce answers ok once it is done" "ok" "$(cat "$OVS_TMP/quiesce")"
+	wait "$writer"
+	assertEquals "the write went through" 0 $?
+	assertContains "nothing preserves now" "$(ovs_ctl status)" " preserving=0"
+}
+
 test_promise_ovsnapd_test_hooks_need_env() {
 	local reply
 	(unset OVSNAPD_TEST_HOOKS; "$OVSNAP" take "$SRC" >/dev/null)
