@@ -24,8 +24,8 @@ daemon_pid() {
 # gone PID: a bounded wait until PID has exited (gone, or a zombie of a
 # parent that does not reap); 1 if it is still running after 30 s.
 gone() {
-	local i state
-	for i in $(seq 300); do
+	local state
+	for _ in $(seq 300); do
 		state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 0
 		[ "$state" = Z ] && return 0
 		sleep 0.1
@@ -241,7 +241,7 @@ test_promise_ovsnapd_mounts_inside_src_not_crossed() {
 	ovs_run "$OVSNAP" activate "$SRC"
 	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "the daemon shows the directory underneath the mount" "under" \
-		"$(ls "$SRC/dir" | xargs)"
+		"$(find "$SRC/dir" -mindepth 1 -printf "%f\n")"
 	assertEquals "with its content" "below" "$(cat "$SRC/dir/under")"
 	ovs_run "$OVSNAP" deactivate "$SRC"
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"

@@ -293,13 +293,13 @@ test_promise_ovsnapd_control_error_format() {
 }
 
 test_promise_ovsnapd_quiesce() {
-	local gate=$OVS_TMP/gate writer q i st
+	local gate=$OVS_TMP/gate writer q st
 	# A preserve into layer 1 that lasts until the test removes the gate.
 	touch "$gate"
 	OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$gate take_first
 	printf 'changed\n' >>"$SRC/file" &
 	writer=$!
-	for i in $(seq 300); do
+	for _ in $(seq 300); do
 		st=$(ovs_ctl status)
 		case $st in *" preserving=1"*) break ;; esac
 		sleep 0.1

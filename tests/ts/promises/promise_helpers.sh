@@ -2,6 +2,7 @@
 # What the promise tests share: a fresh XFS with SRC (a file and a dir) per
 # test, and small helpers.  Sourced after tests/helpers.sh.
 
+# shellcheck disable=SC2034 # used by the scripts that source this
 MKVOL=$OVSNAP_TOOLS/ovs-mkvol
 
 setUp() {
