@@ -1,0 +1,65 @@
+#!/bin/bash
+# What a careless admin runs into (issue 11 items 16, 20, 21): holds
+# against merge, relative paths and -N references, list as a user who may
+# not read the store.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_fs xfs
+ovs_require_cmd setpriv
+
+# Item 16: a hold stops merge as it stops drop; --dry-run changes nothing.
+test_merge_refuses_held_snapshot() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" take --hold -n kept "$src"
+	assertEquals "take 2 --hold: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take 3: $(ovs_ran)" 0 "$OVS_RC"
+
+	ovs_run "$OVSNAP" merge --dry-run "$src" 1 3
+	assertEquals "merge --dry-run over a hold: exit" 1 "$OVS_RC"
+	assertEquals "merge --dry-run over a hold: stdout" "" "$OVS_OUT"
+	assertEquals "merge --dry-run over a hold: stderr" \
+		"ovsnap: merge $src: snapshot 2 is held and would be merged away: use --force to merge it" \
+		"$OVS_ERR"
+	ovs_run "$OVSNAP" merge "$src" 1 2
+	assertEquals "merge of a held snapshot: exit" 1 "$OVS_RC"
+	assertEquals "merge of a held snapshot: stdout" "" "$OVS_OUT"
+	assertEquals "merge of a held snapshot: stderr" \
+		"ovsnap: merge $src: snapshot 2 is held and would be merged away: use --force to merge it" \
+		"$OVS_ERR"
+	ovs_run "$OVSNAP" list --json "$src"
+	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "all three snapshots are still there" "1 2 3" \
+		"$(printf '%s\n' "$OVS_OUT" | grep -oE '"id": [0-9]+' | sed 's/"id": //' | xargs)"
+
+	# merging into the held one keeps it: allowed
+	ovs_run "$OVSNAP" merge --dry-run "$src" 2 3
+	assertEquals "dry run into the held one: exit" 0 "$OVS_RC"
+	assertEquals "dry run into the held one: stdout" "would merge 3 into 2" "$OVS_OUT"
+	assertEquals "dry run into the held one: stderr" "" "$OVS_ERR"
+	ovs_run "$OVSNAP" merge --dry-run --force "$src" 1 3
+	assertEquals "dry run with --force: exit" 0 "$OVS_RC"
+	assertEquals "dry run with --force: stdout" "would merge 2 kept into 1
+would merge 3 into 1" "$OVS_OUT"
+	assertEquals "dry run with --force: stderr" "" "$OVS_ERR"
+	ovs_run "$OVSNAP" list --json "$src"
+	assertEquals "the dry runs changed nothing" "1 2 3" \
+		"$(printf '%s\n' "$OVS_OUT" | grep -oE '"id": [0-9]+' | sed 's/"id": //' | xargs)"
+
+	ovs_run "$OVSNAP" merge --force "$src" 1 2
+	assertEquals "merge --force: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "merge --force: stdout" "" "$OVS_OUT"
+	ovs_run "$OVSNAP" list --json "$src"
+	assertEquals "the held one is merged away with --force" "1 3" \
+		"$(printf '%s\n' "$OVS_OUT" | grep -oE '"id": [0-9]+' | sed 's/"id": //' | xargs)"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+. "$SHUNIT2"
