@@ -574,8 +574,13 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 			 const struct ovs_snapshot **out)
 {
 	const struct ovs_registry *r = &v->reg;
+	char at[32];
 	uint64_t num;
 
+	/* -N is @-N: names never start with '-', ids are plain digits */
+	if (ref[0] == '-' && ovs_parse_u64(ref + 1, &num) == 0 &&
+	    (size_t)snprintf(at, sizeof(at), "@%s", ref) < sizeof(at))
+		ref = at;
 	if (ref[0] == '@') {
 		size_t idx;
 
@@ -595,7 +600,7 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 			idx = r->nsnaps - 1 - num;
 		} else {
 			return ovs_err(EINVAL, "bad snapshot reference '%s' "
-				       "(use an id, a name, @latest, @oldest or @-N)", ref);
+				       "(use an id, a name, @latest, @oldest, @-N or -N)", ref);
 		}
 		*out = &r->snaps[idx];
 		return 0;
@@ -610,7 +615,7 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 	}
 	if (!ovs_snapshot_name_valid(ref))
 		return ovs_err(EINVAL, "bad snapshot reference '%s' "
-			       "(use an id, a name, @latest, @oldest or @-N)", ref);
+			       "(use an id, a name, @latest, @oldest, @-N or -N)", ref);
 	for (size_t i = 0; i < r->nsnaps; i++)
 		if (strcmp(r->snaps[i].name, ref) == 0) {
 			*out = &r->snaps[i];

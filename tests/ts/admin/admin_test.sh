@@ -62,4 +62,39 @@ would merge 3 into 1" "$OVS_OUT"
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# Item 20: relative SRC, recorded absolute; -N references are arguments.
+test_relative_paths_and_negative_references() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/data
+	mkdir "$src"
+	ovs_run sh -c "cd '$OVS_MNT' && exec '$OVSNAP' take data"
+	assertEquals "take with a relative SRC: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "take relative: stderr" "" "$OVS_ERR"
+	ovs_run sh -c "cd '$OVS_MNT/..' && exec '$OVSNAP' take -n two '$(basename "$OVS_MNT")/data/'"
+	assertEquals "take relative with a trailing slash: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list --json
+	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "the source is recorded absolute: $OVS_OUT" "$OVS_OUT" "\"source\": \"$src\""
+	ovs_run sh -c "cd '$src' && exec '$OVSNAP' list ."
+	assertEquals "list . inside SRC: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "list . shows snapshot two" "$OVS_OUT" "two"
+
+	ovs_run "$OVSNAP" drop --dry-run "$src" -1
+	assertEquals "drop -n SRC -1: exit" 0 "$OVS_RC"
+	assertEquals "drop -n SRC -1: stdout (-1 is @-1)" "would drop 1" "$OVS_OUT"
+	assertEquals "drop -n SRC -1: stderr" "" "$OVS_ERR"
+	ovs_run "$OVSNAP" drop --dry-run "$src" -- -0
+	assertEquals "drop -n SRC -- -0: exit" 0 "$OVS_RC"
+	assertEquals "drop -n SRC -- -0: stdout" "would drop 2" "$OVS_OUT"
+	ovs_run "$OVSNAP" drop --dry-run "$src" -1x
+	assertEquals "drop -1x: usage error" 2 "$OVS_RC"
+	assertEquals "drop -1x: stdout" "" "$OVS_OUT"
+	assertContains "drop -1x: the error says to use --: $OVS_ERR" "$OVS_ERR" \
+		"an argument that starts with '-' goes after '--'"
+	ovs_run sh -c "cd '$OVS_MNT' && exec '$OVSNAP' deactivate data"
+	assertEquals "deactivate relative: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
