@@ -526,6 +526,8 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 		char reg[PATH_MAX + 16];
 
 		snprintf(reg, sizeof(reg), "%s/%s", folder, OVS_REGISTRY_FILE);
+		if (access(reg, F_OK) < 0 && (errno == EACCES || errno == EPERM))
+			return ovs_err(errno, "%s: %m (not readable by this user)", folder);
 		if (access(reg, F_OK) < 0)
 			return ovs_err(ENOENT, "not an ovsnap volume");
 	}
@@ -557,7 +559,10 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 	if (!v)
 		return ovs_err(ENOMEM, "out of memory");
 	if (open_store_dir(v) < 0) {
-		rc = ovs_err(errno, "store %s is missing: %m", folder);
+		if (errno == EACCES || errno == EPERM)
+			rc = ovs_err(errno, "store %s: %m (not readable by this user)", folder);
+		else
+			rc = ovs_err(errno, "store %s is missing: %m", folder);
 		ovs_volume_unref(v);
 		return rc;
 	}
@@ -596,7 +601,11 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 	if (!v)
 		return NULL;
 	if (open_store_dir(v) < 0) {
-		if (asprintf(&v->problem, "store missing") < 0)
+		/* A user who may not read the store must not be told that
+		 * it is gone. */
+		if (asprintf(&v->problem, "%s", errno == EACCES || errno == EPERM ?
+			     "permission denied (the store is readable by root only)" :
+			     errno == ENOENT ? "store missing" : strerror(errno)) < 0)
 			v->problem = NULL;
 	} else if (ovs_registry_load(v) < 0) {
 		v->problem = strdup(ovs_last_error());

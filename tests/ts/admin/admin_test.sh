@@ -97,4 +97,39 @@ test_relative_paths_and_negative_references() {
 	assertEquals "deactivate relative: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# Item 21: a user who cannot read the store is told so, not that the store
+# is missing or that SRC is no volume.
+test_list_as_user_says_permission_denied() {
+	local src
+
+	ovs_user || return
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	chmod 0755 "$OVS_MNT"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_as_user "$OVSNAP" list
+	assertEquals "list as user: exit" 1 "$OVS_RC"
+	assertNotContains "list as user: not 'store missing': $OVS_ERR" "$OVS_ERR" "store missing"
+	assertContains "list as user: permission denied: $OVS_ERR" "$OVS_ERR" \
+		"ovsnap: list: $src: permission denied"
+	ovs_as_user "$OVSNAP" list "$src"
+	assertEquals "list SRC as user: exit" 1 "$OVS_RC"
+	assertEquals "list SRC as user: stdout" "" "$OVS_OUT"
+	assertNotContains "list SRC as user: not 'not an ovsnap volume': $OVS_ERR" "$OVS_ERR" \
+		"not an ovsnap volume"
+	assertContains "list SRC as user: permission denied: $OVS_ERR" "$OVS_ERR" \
+		"Permission denied"
+	# The index lost: the default store is found but cannot be read.
+	rm -f "$OVSNAP_STATE_DIR"/volumes/*
+	ovs_as_user "$OVSNAP" list "$src"
+	assertEquals "list SRC as user, no index: exit" 1 "$OVS_RC"
+	assertNotContains "no index: not 'not an ovsnap volume': $OVS_ERR" "$OVS_ERR" \
+		"not an ovsnap volume"
+	assertContains "no index: permission denied: $OVS_ERR" "$OVS_ERR" "Permission denied"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
