@@ -96,7 +96,11 @@ int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len);
 bool ovs_daemon_running(struct ovs_volume *v);
 /* Start ovsnapd for v and wait until it has mounted over SRC. */
 int ovs_daemon_start(struct ovs_volume *v);
+/* Stop the daemon; unless lazy, return only once it has exited (closed
+ * every fd on the filesystem), within a bound, or fail saying so. */
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
+/* The running daemon's pid, from its status answer, or -errno. */
+pid_t ovs_daemon_pid(struct ovs_volume *v);
 /* Ask the daemon for a snapshot; the held volume lock goes along. */
 int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
 /* Fold the active (newest) snapshot while the volume stays online: merge
