@@ -872,7 +872,8 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 		if (sc->links[sc->nlinks].path)
 			sc->nlinks++;
 	}
-	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns &&
+	/* >=: a change in the tick of since_ns may be after it. */
+	if (sc->check_changes && ts_ns(&st->st_ctim) >= sc->since_ns &&
 	    (ts_ns(&st->st_ctim) <= sc->until_ns || sc->later_why)) {
 		char when[64], affected[160];
 		bool dir = S_ISDIR(st->st_mode);
@@ -939,8 +940,27 @@ static void check_src(struct fsck *ck)
 		 * that followed it (or until now, if none did or the registry
 		 * predates activated-ns), unless a snapshot was taken after
 		 * the deactivation; or since the newest snapshot, if the mount
-		 * is gone now (when exactly it died, nobody knows). */
-		if (deact > newest->created_ns) {
+		 * is gone now (when exactly it died, nobody knows).
+		 *
+		 * deact is a ctime the filesystem stamped (coarse clock),
+		 * created_ns and act come from the fine one: do not compare
+		 * deact with created_ns, a take in the same tick would hide
+		 * the deactivation after it.  A take needs an active volume,
+		 * so the order of events tells: a deactivated volume was
+		 * deactivated after its every take; an active one whose
+		 * activation followed the deactivation, after the takes
+		 * older than that activation. */
+		bool deact_after_newest;
+
+		if (deact == 0)
+			deact_after_newest = false;
+		else if (!ovs_volume_active(ck->v))
+			deact_after_newest = true;
+		else if (act >= deact)
+			deact_after_newest = newest->created_ns < act;
+		else
+			deact_after_newest = deact > newest->created_ns;
+		if (deact_after_newest) {
 			sc.check_changes = true;
 			sc.since_ns = deact;
 			sc.since_why = "the volume was deactivated";

@@ -829,6 +829,39 @@ int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id)
 	return ovs_layer_remove(v, id);
 }
 
+/*
+ * The instant of a deactivation as the filesystem stamps ctimes: the ctime
+ * of OVS_DEACTIVATED_FILE in the store, set now.  fsck compares it with
+ * the ctimes in SRC; ovs_now_ns() would not do, since filesystems stamp
+ * from a coarse clock that lags it by up to a tick, and a change made
+ * right after the deactivation would look older than it.  Every later
+ * ctime is at least this one (multigrain timestamps keep a floor).
+ */
+static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
+{
+	const char *fake = getenv("OVSNAP_TEST_NOW");
+	struct stat st;
+	int fd;
+
+	if (fake && *fake) {
+		*ns = ovs_now_ns();
+		return 0;
+	}
+	fd = openat(v->dirfd, OVS_DEACTIVATED_FILE,
+		    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ovs_err(errno, "%s/%s: %m", v->store, OVS_DEACTIVATED_FILE);
+	if (futimens(fd, NULL) < 0 || fstat(fd, &st) < 0) {
+		int err = errno;
+
+		close(fd);
+		return ovs_err(err, "%s/%s: %s", v->store, OVS_DEACTIVATED_FILE, strerror(err));
+	}
+	close(fd);
+	*ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	return 0;
+}
+
 int ovs_registry_set_active(struct ovs_volume *v, bool active)
 {
 	struct ovs_registry next;
@@ -845,9 +878,13 @@ int ovs_registry_set_active(struct ovs_volume *v, bool active)
 	 * in the snapshots taken before (fsck reports them); those after
 	 * the switch-on were.  The caller switches on once the snapshot
 	 * mount is up, so the recorded window can only be too wide. */
-	if (next.active && !active)
-		next.deactivated_ns = ovs_now_ns();
-	else if (!next.active && active)
+	if (next.active && !active) {
+		rc = deactivation_stamp(v, &next.deactivated_ns);
+		if (rc < 0) {
+			ovs_registry_clear(&next);
+			return rc;
+		}
+	} else if (!next.active && active)
 		next.activated_ns = ovs_now_ns();
 	next.active = active;
 	return commit(v, &next);

@@ -81,4 +81,32 @@ test_deactivate_after_xfs_shutdown() {
 	assertEquals "no daemon left" "" "$(daemons_of "$src")"
 }
 
+# Item 22: a change made right after deactivate returns is unprotected;
+# fsck must see it at once, whatever the filesystem's clock tick.  New
+# files each round (their ctime was never asked for, so the filesystem
+# stamps it from its coarse clock); no sleep anywhere.
+test_fsck_sees_change_right_after_deactivate() {
+	local src round
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	for round in 1 2 3 4 5 6; do
+		"$OVSNAP" deactivate "$src" && printf 'x\n' >"$src/new$round"
+		assertEquals "round $round: deactivate, then write" 0 "$?"
+		ovs_run "$OVSNAP" fsck -n "$src"
+		assertEquals "round $round: fsck -n finds the unprotected change: $(ovs_ran)" 4 "$OVS_RC"
+		assertContains "round $round: fsck names the file" "$OVS_OUT" \
+			"$src/new$round: changed at"
+		ovs_run "$OVSNAP" activate "$src"
+		assertEquals "round $round: activate: $(ovs_ran)" 0 "$OVS_RC"
+		ovs_run "$OVSNAP" take "$src"
+		assertEquals "round $round: take: $(ovs_ran)" 0 "$OVS_RC"
+	done
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
