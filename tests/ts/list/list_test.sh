@@ -98,7 +98,7 @@ $src $ts no 3"
 	assertEquals "list table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list --json" \
-		"{\"volumes\": [{\"source\": \"$src\", \"store\": \"$js\", \"active\": false, \"snapshots\": 3}]}" \
+		"{\"volumes\": [{\"source\": \"$src\", \"store\": \"$js\", \"active\": false, \"snapshots\": 3, \"state\": \"deactivated\"}]}" \
 		"$OVS_OUT"
 
 	ovs_run "$MKVOL" "$src"
