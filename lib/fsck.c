@@ -941,26 +941,10 @@ static void check_src(struct fsck *ck)
 		 * predates activated-ns), unless a snapshot was taken after
 		 * the deactivation; or since the newest snapshot, if the mount
 		 * is gone now (when exactly it died, nobody knows).
-		 *
-		 * deact is a ctime the filesystem stamped (coarse clock),
-		 * created_ns and act come from the fine one: do not compare
-		 * deact with created_ns, a take in the same tick would hide
-		 * the deactivation after it.  A take needs an active volume,
-		 * so the order of events tells: a deactivated volume was
-		 * deactivated after its every take; an active one whose
-		 * activation followed the deactivation, after the takes
-		 * older than that activation. */
-		bool deact_after_newest;
-
-		if (deact == 0)
-			deact_after_newest = false;
-		else if (!ovs_volume_active(ck->v))
-			deact_after_newest = true;
-		else if (act >= deact)
-			deact_after_newest = newest->created_ns < act;
-		else
-			deact_after_newest = deact > newest->created_ns;
-		if (deact_after_newest) {
+		 * deact is a ctime the filesystem stamped, fine-grained and
+		 * so comparable with created_ns (see deactivation_stamp() in
+		 * lib/registry.c). */
+		if (deact > newest->created_ns) {
 			sc.check_changes = true;
 			sc.since_ns = deact;
 			sc.since_why = "the volume was deactivated";

@@ -834,8 +834,15 @@ int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id)
  * of OVS_DEACTIVATED_FILE in the store, set now.  fsck compares it with
  * the ctimes in SRC; ovs_now_ns() would not do, since filesystems stamp
  * from a coarse clock that lags it by up to a tick, and a change made
- * right after the deactivation would look older than it.  Every later
- * ctime is at least this one (multigrain timestamps keep a floor).
+ * right after the deactivation would look older than it.
+ *
+ * The fstat before the update asks for the ctime, so that a multigrain
+ * filesystem (XFS, ext4, btrfs since Linux 6.13) stamps the update with
+ * the fine clock and raises its floor: the stamp is then later than the
+ * volume's every take (created_ns, from the same fine clock), and every
+ * ctime stamped after it, on any multigrain filesystem, is at least as
+ * large.  On another filesystem it is a coarse stamp, still never later
+ * than a ctime that follows it.
  */
 static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
 {
@@ -851,7 +858,7 @@ static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
 		    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ovs_err(errno, "%s/%s: %m", v->store, OVS_DEACTIVATED_FILE);
-	if (futimens(fd, NULL) < 0 || fstat(fd, &st) < 0) {
+	if (fstat(fd, &st) < 0 || futimens(fd, NULL) < 0 || fstat(fd, &st) < 0) {
 		int err = errno;
 
 		close(fd);
