@@ -163,9 +163,73 @@ static int deactivate_locked(struct ovs_volume *v)
 	return EXIT_OK;
 }
 
-int cmd_deactivate(int argc, const char **argv)
+/*
+ * The store cannot be read (its filesystem was shut down, or fails with
+ * I/O errors): the lock and the registry are out of reach, but the daemon
+ * still holds the filesystem and must let go of it, or nobody can even
+ * unmount it.  Stop it all the same (no other command can work on the
+ * volume meanwhile: they all need the store), and say that the
+ * deactivation is not recorded.
+ */
+static int stop_unrecorded(const char *src, int err)
+{
+	char why[512];
+	struct ovs_volume **vols, *v = NULL;
+	size_t n = 0;
+	int rc;
+
+	snprintf(why, sizeof(why), "%s", ovs_last_error() && *ovs_last_error() ?
+		 ovs_last_error() : strerror(-err));
+	if (ovs_volume_list(&vols, &n) < 0)
+		n = 0;
+	for (size_t i = 0; i < n && !v; i++)
+		if (strcmp(ovs_volume_source(vols[i]), src) == 0)
+			v = vols[i];
+	if (!v || !ovs_daemon_running(v)) {
+		ovs_error("deactivate %s: %s", src, why);
+	} else {
+		rc = ovs_daemon_stop(v, opt_lazy);
+		if (rc < 0)
+			ovs_error_lib(rc, "deactivate %s", src);
+		else
+			ovs_error("deactivate %s: the snapshot mount is stopped, but the deactivation "
+				  "could not be recorded (%s): run 'ovsnap deactivate %s' again once "
+				  "the store can be read", src, why, src);
+	}
+	if (n)
+		ovs_volume_list_free(vols, n);
+	return EXIT_FAIL;
+}
+
+static int deactivate_one(const char *arg)
 {
 	struct ovs_volume *v = NULL;
+	char *src;
+	int rc, status;
+
+	src = ovs_resolve_source("deactivate", arg);
+	if (!src)
+		return EXIT_FAIL;
+	rc = ovs_volume_open(src, &v);
+	if (rc == -ENOENT)
+		ovs_error("deactivate %s: not a volume (no snapshot was ever taken of it)", src);
+	if (rc < 0) {
+		status = rc == -ENOENT ? EXIT_FAIL : stop_unrecorded(src, rc);
+		free(src);
+		return status;
+	}
+	free(src);
+	status = ovs_lock_loaded("deactivate", v, opt_wait);
+	if (status == EXIT_OK) {
+		status = deactivate_locked(v);
+		ovs_volume_unlock(v);
+	}
+	ovs_volume_unref(v);
+	return status;
+}
+
+int cmd_deactivate(int argc, const char **argv)
+{
 	const char **args;
 	poptContext pc;
 	int status, n;
@@ -175,12 +239,7 @@ int cmd_deactivate(int argc, const char **argv)
 		return status;
 	args = ovs_popt_args(pc, "deactivate", 1, 1, &n, &status);
 	if (args)
-		status = ovs_open_locked("deactivate", args[0], opt_wait, &v);
-	if (args && status == EXIT_OK) {
-		status = deactivate_locked(v);
-		ovs_volume_unlock(v);
-		ovs_volume_unref(v);
-	}
+		status = deactivate_one(args[0]);
 	poptFreeContext(pc);
 	return status;
 }

@@ -13,6 +13,9 @@ enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,
 	EXIT_USAGE = 2,
+	/* ovsnap status: the worst volume named is deactivated / broken */
+	EXIT_DEACTIVATED = 3,
+	EXIT_BROKEN = 4,
 };
 
 enum cmd_flags {
@@ -96,7 +99,11 @@ int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len);
 bool ovs_daemon_running(struct ovs_volume *v);
 /* Start ovsnapd for v and wait until it has mounted over SRC. */
 int ovs_daemon_start(struct ovs_volume *v);
+/* Stop the daemon; unless lazy, return only once it has exited (closed
+ * every fd on the filesystem), within a bound, or fail saying so. */
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
+/* The running daemon's pid, from its status answer, or -errno. */
+pid_t ovs_daemon_pid(struct ovs_volume *v);
 /* Ask the daemon for a snapshot; the held volume lock goes along. */
 int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id);
 /* Fold the active (newest) snapshot while the volume stays online: merge
@@ -135,6 +142,28 @@ void ovs_progress_end(struct ovs_progress *p);
  * volume is locked and loaded.  explain/dry_run print the verdicts. */
 int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, bool dry_run);
 
+/* Whether a volume is protected right now (cmd/status.c); list shows it
+ * too. */
+enum ovs_health_state {
+	OVS_HEALTH_PROTECTED,	/* active, its daemon serves SRC */
+	OVS_HEALTH_DEACTIVATED,	/* switched off on purpose */
+	OVS_HEALTH_BROKEN,	/* active, but changes may escape the snapshots */
+	OVS_HEALTH_UNKNOWN,	/* the daemon cannot be asked (not root) */
+};
+struct ovs_health {
+	enum ovs_health_state state;
+	bool daemon;		/* it answered: pid, layer, open are set */
+	long pid;
+	uint64_t layer;
+	bool has_open;
+	uint64_t open;		/* handles open through the snapshot mount */
+	const struct ovs_snapshot *last_take;	/* NULL: none */
+	char problem[512];	/* why not protected, "" when it is */
+	char action[1024];	/* what to do about it, "" when nothing */
+};
+void ovs_volume_health(struct ovs_volume *v, struct ovs_health *h);
+const char *ovs_health_name(enum ovs_health_state s);
+
 /* Subcommands. */
 int cmd_take(int argc, const char **argv);
 int cmd_list(int argc, const char **argv);
@@ -145,6 +174,7 @@ int cmd_drop(int argc, const char **argv);
 int cmd_fsck(int argc, const char **argv);
 int cmd_activate(int argc, const char **argv);
 int cmd_deactivate(int argc, const char **argv);
+int cmd_status(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,6 +25,9 @@
 /* How long a starting daemon may take to mount (it scans SRC once for
  * hard links, which on a large tree takes a while). */
 #define DAEMON_START_TIMEOUT_MS (10 * 60 * 1000)
+/* How long a stopped daemon may take to exit once it has unmounted SRC
+ * (its workers finish the requests they hold, then it closes its fds). */
+#define DAEMON_EXIT_TIMEOUT_MS (60 * 1000)
 
 int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len)
 {
@@ -64,12 +68,86 @@ int ovs_daemon_start(struct ovs_volume *v)
 	return pid < 0 ? (int)pid : 0;
 }
 
+pid_t ovs_daemon_pid(struct ovs_volume *v)
+{
+	char reply[OVS_CTL_MSG_MAX], *p, *end;
+	long pid;
+	int rc;
+
+	rc = ovs_daemon_status(v, reply, sizeof(reply));
+	if (rc < 0)
+		return rc;
+	p = strstr(reply, " pid=");
+	if (!p)
+		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
+	errno = 0;
+	pid = strtol(p + 5, &end, 10);
+	if (errno || end == p + 5 || pid <= 0)
+		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
+	return (pid_t)pid;
+}
+
+/*
+ * The daemon's pidfd, opened while it still answers on its socket (so the
+ * pid is its, not a reused one): -1 when it cannot be had.
+ */
+static int daemon_pidfd(struct ovs_volume *v, pid_t *pid)
+{
+	int fd;
+
+	*pid = ovs_daemon_pid(v);
+	if (*pid <= 0)
+		return -1;
+	fd = pidfd_open(*pid, 0);
+	if (fd < 0)
+		return -1;
+	/* Still the daemon of v: it answered after the pidfd was opened. */
+	if (ovs_daemon_pid(v) != *pid) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy)
 {
-	char reply[OVS_CTL_MSG_MAX];
+	char reply[OVS_CTL_MSG_MAX], log[PATH_MAX];
+	struct pollfd pfd = { .events = POLLIN };
+	pid_t pid;
+	int rc, err;
 
-	return ovs_ctl_call(ovs_volume_socket(v), lazy ? "stop lazy" : "stop", -1,
-			    reply, sizeof(reply), 60000);
+	pfd.fd = daemon_pidfd(v, &pid);
+	rc = ovs_ctl_call(ovs_volume_socket(v), lazy ? "stop lazy" : "stop", -1,
+			  reply, sizeof(reply), 60000);
+	/* A lazy stop leaves the daemon serving what is still open through
+	 * the detached mount: it exits when the last of it is closed. */
+	if (rc < 0 || lazy) {
+		if (pfd.fd >= 0)
+			close(pfd.fd);
+		return rc;
+	}
+	/* Gone already, or a daemon that does not tell its pid: the stop
+	 * itself succeeded, so do not fail the deactivation over it. */
+	if (pfd.fd < 0)
+		return 0;
+	/* The unmount is done; the daemon still holds fds on the filesystem
+	 * (SRC, its nodes, the layer) until it exits, and an umount of the
+	 * filesystem fails "target is busy" until then. */
+	do
+		rc = poll(&pfd, 1, DAEMON_EXIT_TIMEOUT_MS);
+	while (rc < 0 && errno == EINTR);
+	err = errno;
+	close(pfd.fd);
+	if (rc < 0)
+		return ovs_err(err, "wait for the daemon (pid %d) to exit: %s", (int)pid,
+			       strerror(err));
+	if (rc == 0) {
+		daemon_log_path(v, log, sizeof(log));
+		return ovs_err(ETIMEDOUT, "the daemon (pid %d) unmounted %s but has not exited "
+			       "after %d s: it still holds files of the filesystem (see %s)",
+			       (int)pid, ovs_volume_source(v), DAEMON_EXIT_TIMEOUT_MS / 1000, log);
+	}
+	return 0;
 }
 
 int ovs_daemon_take(struct ovs_volume *v, const char *name, uint64_t *id)

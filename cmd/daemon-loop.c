@@ -831,6 +831,7 @@ static int stop_daemon(bool lazy)
 /* take, stop and the test hook one at a time; status answers meanwhile. */
 static pthread_mutex_t command_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stop_answered;
+static long stop_linger_ms;	/* test hook "stop-linger MS" */
 
 static void handle_request(int conn)
 {
@@ -926,6 +927,12 @@ static void handle_request(int conn)
 		take_crash_after = strtol(req + 17, NULL, 10);
 		pthread_mutex_unlock(&command_lock);
 		ovs_ctl_reply(conn, "ok");
+	} else if (strncmp(req, "stop-linger ", 12) == 0 && test_hooks()) {
+		/* After a stop, stay a while with every fd open before
+		 * exiting: deactivate must wait for the exit, not the
+		 * answer (tests/ts/admin/deactivate_test.sh). */
+		stop_linger_ms = strtol(req + 12, NULL, 10);
+		ovs_ctl_reply(conn, "ok");
 	} else if (strncmp(req, "barrier-hold ", 13) == 0 && test_hooks()) {
 		pthread_mutex_lock(&command_lock);
 		barrier_hold(strtol(req + 13, NULL, 10));
@@ -999,6 +1006,13 @@ int daemon_loop(void)
 		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
 	stopped = D.stopping;
 	pthread_mutex_unlock(&D.loop_lock);
+	if (stopped && stop_linger_ms > 0) {
+		struct timespec ts = { .tv_sec = stop_linger_ms / 1000,
+				       .tv_nsec = (stop_linger_ms % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	if (!stopped) {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */

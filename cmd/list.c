@@ -60,11 +60,16 @@ static void print_volumes_json(struct ovs_volume **vols, size_t n)
 	fputs("{\"volumes\": [", stdout);
 	for (size_t i = 0; i < n; i++) {
 		struct ovs_volume *v = vols[i];
+		struct ovs_health h;
 
 		fputs(i ? ", {\"source\": " : "{\"source\": ", stdout);
 		ovs_json_string(ovs_volume_source(v));
 		fputs(", \"store\": ", stdout);
 		ovs_json_string(ovs_volume_store(v));
+		/* "active": switched on (what activate --all restores);
+		 * "state": whether that protection is in effect, as
+		 * ovsnap status says. */
+		ovs_volume_health(v, &h);
 		if (ovs_volume_problem(v)) {
 			fputs(", \"active\": null, \"snapshots\": null, \"error\": ", stdout);
 			ovs_json_string(ovs_volume_problem(v));
@@ -72,9 +77,23 @@ static void print_volumes_json(struct ovs_volume **vols, size_t n)
 			printf(", \"active\": %s, \"snapshots\": %zu",
 			       ovs_volume_active(v) ? "true" : "false", ovs_snapshot_count(v));
 		}
+		printf(", \"state\": \"%s\"", ovs_health_name(h.state));
 		putchar('}');
 	}
 	fputs("]}\n", stdout);
+}
+
+/* yes, no, or broken: switched on but not protecting (see ovsnap status) */
+static const char *active_cell(struct ovs_volume *v)
+{
+	struct ovs_health h;
+
+	if (ovs_volume_problem(v))
+		return "?";
+	if (!ovs_volume_active(v))
+		return "no";
+	ovs_volume_health(v, &h);
+	return h.state == OVS_HEALTH_BROKEN ? "broken" : "yes";
 }
 
 static int print_volumes_table(struct ovs_volume **vols, size_t n)
@@ -104,8 +123,7 @@ static int print_volumes_table(struct ovs_volume **vols, size_t n)
 		if (!rc)
 			rc = set_cell(ln, 1, ovs_volume_store(v));
 		if (!rc)
-			rc = set_cell(ln, 2, ovs_volume_problem(v) ? "?" :
-				      ovs_volume_active(v) ? "yes" : "no");
+			rc = set_cell(ln, 2, active_cell(v));
 		if (!rc)
 			rc = set_cell(ln, 3, ovs_volume_problem(v) ? "?" : count);
 	}

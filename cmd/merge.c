@@ -13,9 +13,13 @@
 #include "cmd.h"
 #include "merge.h"
 
-static int opt_wait;
+static int opt_wait, opt_dry_run, opt_force;
 
 static struct poptOption merge_options[] = {
+	{ "dry-run", 'n', POPT_ARG_NONE, &opt_dry_run, 0,
+	  "print which snapshots would be merged away, change nothing", NULL },
+	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
+	  "merge away held snapshots too", NULL },
 	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
 	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
@@ -68,6 +72,28 @@ int cmd_merge(int argc, const char **argv)
 		ovs_error("merge %s: A (%" PRIu64 ") must be older than B (%" PRIu64 ")",
 			  ovs_volume_source(v), ida, idb);
 		status = EXIT_USAGE;
+		goto out;
+	}
+	/* A hold stops every removal, not only drop's (ovsnap-take(8)
+	 * --hold): the snapshots after A up to B disappear. */
+	for (i = ia + 1; i <= ib && !opt_force; i++) {
+		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
+
+		if (s->hold) {
+			ovs_error("merge %s: snapshot %" PRIu64 " is held and would be merged "
+				  "away: use --force to merge it", ovs_volume_source(v), s->id);
+			status = EXIT_FAIL;
+			goto out;
+		}
+	}
+	if (opt_dry_run) {
+		for (i = ia + 1; i <= ib; i++) {
+			const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
+
+			printf("would merge %" PRIu64 "%s%s into %" PRIu64 "\n", s->id,
+			       s->name[0] ? " " : "", s->name, ida);
+		}
+		status = EXIT_OK;
 		goto out;
 	}
 	if (ovs_volume_active(v) && ib == ovs_snapshot_count(v) - 1) {

@@ -28,6 +28,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
+	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
 	{ "help",	cmd_help,	"show the help of a command", 0 },
 	{ NULL, NULL, NULL, 0 }
 };
@@ -89,6 +90,51 @@ static const struct cmd_struct *find_command(const char *name)
 	return NULL;
 }
 
+/*
+ * Snapshot references such as -1 (the same as @-1) are arguments, never
+ * options: popt would read "-1" as the short option '1'.  They go to popt
+ * behind NEGATIVE_MARK, a byte that makes them plain arguments, and
+ * ovs_popt_args() takes it off again.
+ */
+#define NEGATIVE_MARK '\x1f'
+
+static bool looks_negative(const char *arg)
+{
+	if (arg[0] != '-' || !arg[1])
+		return false;
+	for (const char *p = arg + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/* Whether the option of table named by arg ("--name", "-n", "-fn") wants
+ * the next word as its argument. */
+static bool option_takes_next(const struct poptOption *table, const char *arg)
+{
+	bool lng = arg[1] == '-';
+	char c = arg[strlen(arg) - 1];
+
+	if (arg[0] != '-' || !arg[1] || (lng && strchr(arg, '=')))
+		return false;
+	for (const struct poptOption *o = table; o->longName || o->shortName || o->argInfo ||
+	     o->arg; o++) {
+		unsigned type = o->argInfo & POPT_ARG_MASK;
+
+		if (type == POPT_ARG_INCLUDE_TABLE) {
+			if (option_takes_next(o->arg, arg))
+				return true;
+			continue;
+		}
+		if (type == POPT_ARG_NONE || type == POPT_ARG_VAL)
+			continue;
+		if (lng ? o->longName && strcmp(o->longName, arg + 2) == 0 :
+			  o->shortName == c)
+			return true;
+	}
+	return false;
+}
+
 poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 			   const struct poptOption *table, const char *args_help,
 			   int *status)
@@ -109,6 +155,17 @@ poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 	}
 	memcpy(pargv, argv, argc * sizeof(*pargv));
 	pargv[0] = name;
+	for (int i = 1; i < argc; i++) {
+		char *marked;
+
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (!looks_negative(argv[i]) || option_takes_next(table, argv[i - 1]))
+			continue;
+		/* lives as long as the process, like name */
+		if (asprintf(&marked, "%c%s", NEGATIVE_MARK, argv[i]) >= 0)
+			pargv[i] = marked;
+	}
 	pc = poptGetContext(name, argc, pargv, table, 0);
 	if (args_help)
 		poptSetOtherOptionHelp(pc, args_help);
@@ -125,8 +182,14 @@ poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 		}
 	}
 	if (rc < -1) {
-		ovs_error("%s: %s: %s", cmd, poptBadOption(pc, POPT_BADOPTION_NOALIAS),
-			  poptStrerror(rc));
+		const char *bad = poptBadOption(pc, POPT_BADOPTION_NOALIAS);
+
+		if (bad[0] == '-' && bad[1] >= '0' && bad[1] <= '9')
+			ovs_error("%s: %s: %s (an argument that starts with '-' goes after "
+				  "'--': %s %s ... -- %s)", cmd, bad, poptStrerror(rc), ovs_progname,
+				  cmd, bad);
+		else
+			ovs_error("%s: %s: %s", cmd, bad, poptStrerror(rc));
 		fprintf(stderr, "Try '%s %s --help' for more information.\n", ovs_progname, cmd);
 		poptFreeContext(pc);
 		*status = EXIT_USAGE;
@@ -142,8 +205,13 @@ const char **ovs_popt_args(poptContext pc, const char *cmd, int min, int max,
 	const char **args = poptGetArgs(pc);
 	int n = 0;
 
-	while (args && args[n])
+	while (args && args[n]) {
+		/* in place: popt frees what it handed out (its own copy, or
+		 * the marked string made above: writable either way) */
+		if (args[n][0] == NEGATIVE_MARK)
+			memmove((char *)args[n], args[n] + 1, strlen(args[n]));
 		n++;
+	}
 	if (n < min || (max >= 0 && n > max)) {
 		ovs_error("%s: %s", cmd, n < min ? "missing argument" :
 			  "too many arguments");
@@ -178,20 +246,57 @@ int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
 	return EXIT_OK;
 }
 
-char *ovs_resolve_source(const char *cmd, const char *arg)
+/* arg made absolute against the working directory (not resolved), with
+ * trailing slashes removed; NULL on ENOMEM or a lost cwd. */
+static char *absolute_path(const char *arg)
+{
+	char *abs = NULL, *cwd;
+	size_t n;
+
+	if (arg[0] == '/') {
+		abs = strdup(arg);
+	} else {
+		cwd = getcwd(NULL, 0);
+		if (!cwd)
+			return NULL;
+		if (asprintf(&abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", arg) < 0)
+			abs = NULL;
+		free(cwd);
+	}
+	for (n = abs ? strlen(abs) : 0; n > 1 && abs[n - 1] == '/'; n--)
+		abs[n - 1] = 0;
+	return abs;
+}
+
+static char *resolve_absolute_source(const char *cmd, const char *arg);
+
+char *ovs_resolve_source(const char *cmd, const char *given)
+{
+	char *real, *arg;
+
+	/* Relative is fine: what is recorded is the absolute path. */
+	arg = absolute_path(given);
+	if (!arg) {
+		ovs_error("%s %s: %s", cmd, given, strerror(errno));
+		return NULL;
+	}
+	real = resolve_absolute_source(cmd, arg);
+	free(arg);
+	return real;
+}
+
+static char *resolve_absolute_source(const char *cmd, const char *arg)
 {
 	char *real, *slash;
 	struct stat st;
 
-	if (arg[0] != '/') {
-		ovs_error("%s %s: not an absolute path", cmd, arg);
-		return NULL;
-	}
 	real = realpath(arg, NULL);
-	if (!real && errno == ENOTCONN) {
-		/* SRC under the mount of a dead daemon: still a volume's
-		 * source; resolve its parent instead. */
+	if (!real && (errno == ENOTCONN || errno == EIO)) {
+		/* SRC under the mount of a dead daemon, or of one whose
+		 * filesystem was shut down: still a volume's source; resolve
+		 * its parent instead. */
 		char *dup = strdup(arg), *parent;
+		int err = errno;
 
 		slash = dup ? strrchr(dup, '/') : NULL;
 		if (slash && slash[1]) {
@@ -205,14 +310,14 @@ char *ovs_resolve_source(const char *cmd, const char *arg)
 		free(dup);
 		if (real)
 			return real;
-		errno = ENOTCONN;
+		errno = err;
 	}
 	if (!real) {
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		return NULL;
 	}
 	if (stat(real, &st) < 0) {
-		if (errno == ENOTCONN)
+		if (errno == ENOTCONN || errno == EIO)
 			return real;
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		free(real);

@@ -902,7 +902,8 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 		if (sc->links[sc->nlinks].path)
 			sc->nlinks++;
 	}
-	if (sc->check_changes && ts_ns(&st->st_ctim) > sc->since_ns &&
+	/* >=: a change in the tick of since_ns may be after it. */
+	if (sc->check_changes && ts_ns(&st->st_ctim) >= sc->since_ns &&
 	    (ts_ns(&st->st_ctim) <= sc->until_ns || sc->later_why)) {
 		char when[64], affected[160];
 		bool dir = S_ISDIR(st->st_mode);
@@ -969,7 +970,10 @@ static void check_src(struct fsck *ck)
 		 * that followed it (or until now, if none did or the registry
 		 * predates activated-ns), unless a snapshot was taken after
 		 * the deactivation; or since the newest snapshot, if the mount
-		 * is gone now (when exactly it died, nobody knows). */
+		 * is gone now (when exactly it died, nobody knows).
+		 * deact is a ctime the filesystem stamped, fine-grained and
+		 * so comparable with created_ns (see deactivation_stamp() in
+		 * lib/registry.c). */
 		if (deact > newest->created_ns) {
 			sc.check_changes = true;
 			sc.since_ns = deact;

@@ -39,6 +39,8 @@
 #define OVS_LOCK_FILE		"lock"
 #define OVS_INTENT_FILE		"intent"
 #define OVS_LAYERS_DIR		"layers"
+/* Touched by each deactivation: its ctime is the recorded instant. */
+#define OVS_DEACTIVATED_FILE	"deactivated"
 #define OVS_STORE_DEFAULT	".ovsnap"	/* at the root of SRC's filesystem */
 #define OVS_FSTYPE_MAX		32
 #define OVS_FSUUID_MAX		64

@@ -574,8 +574,13 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 			 const struct ovs_snapshot **out)
 {
 	const struct ovs_registry *r = &v->reg;
+	char at[32];
 	uint64_t num;
 
+	/* -N is @-N: names never start with '-', ids are plain digits */
+	if (ref[0] == '-' && ovs_parse_u64(ref + 1, &num) == 0 &&
+	    (size_t)snprintf(at, sizeof(at), "@%s", ref) < sizeof(at))
+		ref = at;
 	if (ref[0] == '@') {
 		size_t idx;
 
@@ -595,7 +600,7 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 			idx = r->nsnaps - 1 - num;
 		} else {
 			return ovs_err(EINVAL, "bad snapshot reference '%s' "
-				       "(use an id, a name, @latest, @oldest or @-N)", ref);
+				       "(use an id, a name, @latest, @oldest, @-N or -N)", ref);
 		}
 		*out = &r->snaps[idx];
 		return 0;
@@ -610,7 +615,7 @@ int ovs_snapshot_resolve(const struct ovs_volume *v, const char *ref,
 	}
 	if (!ovs_snapshot_name_valid(ref))
 		return ovs_err(EINVAL, "bad snapshot reference '%s' "
-			       "(use an id, a name, @latest, @oldest or @-N)", ref);
+			       "(use an id, a name, @latest, @oldest, @-N or -N)", ref);
 	for (size_t i = 0; i < r->nsnaps; i++)
 		if (strcmp(r->snaps[i].name, ref) == 0) {
 			*out = &r->snaps[i];
@@ -824,6 +829,46 @@ int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id)
 	return ovs_layer_remove(v, id);
 }
 
+/*
+ * The instant of a deactivation as the filesystem stamps ctimes: the ctime
+ * of OVS_DEACTIVATED_FILE in the store, set now.  fsck compares it with
+ * the ctimes in SRC; ovs_now_ns() would not do, since filesystems stamp
+ * from a coarse clock that lags it by up to a tick, and a change made
+ * right after the deactivation would look older than it.
+ *
+ * The fstat before the update asks for the ctime, so that a multigrain
+ * filesystem (XFS, ext4, btrfs since Linux 6.13) stamps the update with
+ * the fine clock and raises its floor: the stamp is then later than the
+ * volume's every take (created_ns, from the same fine clock), and every
+ * ctime stamped after it, on any multigrain filesystem, is at least as
+ * large.  On another filesystem it is a coarse stamp, still never later
+ * than a ctime that follows it.
+ */
+static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
+{
+	const char *fake = getenv("OVSNAP_TEST_NOW");
+	struct stat st;
+	int fd;
+
+	if (fake && *fake) {
+		*ns = ovs_now_ns();
+		return 0;
+	}
+	fd = openat(v->dirfd, OVS_DEACTIVATED_FILE,
+		    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ovs_err(errno, "%s/%s: %m", v->store, OVS_DEACTIVATED_FILE);
+	if (fstat(fd, &st) < 0 || futimens(fd, NULL) < 0 || fstat(fd, &st) < 0) {
+		int err = errno;
+
+		close(fd);
+		return ovs_err(err, "%s/%s: %s", v->store, OVS_DEACTIVATED_FILE, strerror(err));
+	}
+	close(fd);
+	*ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	return 0;
+}
+
 int ovs_registry_set_active(struct ovs_volume *v, bool active)
 {
 	struct ovs_registry next;
@@ -840,9 +885,13 @@ int ovs_registry_set_active(struct ovs_volume *v, bool active)
 	 * in the snapshots taken before (fsck reports them); those after
 	 * the switch-on were.  The caller switches on once the snapshot
 	 * mount is up, so the recorded window can only be too wide. */
-	if (next.active && !active)
-		next.deactivated_ns = ovs_now_ns();
-	else if (!next.active && active)
+	if (next.active && !active) {
+		rc = deactivation_stamp(v, &next.deactivated_ns);
+		if (rc < 0) {
+			ovs_registry_clear(&next);
+			return rc;
+		}
+	} else if (!next.active && active)
 		next.activated_ns = ovs_now_ns();
 	next.active = active;
 	return commit(v, &next);

@@ -627,6 +627,8 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 		char reg[PATH_MAX + 16];
 
 		snprintf(reg, sizeof(reg), "%s/%s", folder, OVS_REGISTRY_FILE);
+		if (access(reg, F_OK) < 0 && (errno == EACCES || errno == EPERM))
+			return ovs_err(errno, "%s: %m (not readable by this user)", folder);
 		if (access(reg, F_OK) < 0)
 			return ovs_err(ENOENT, "not an ovsnap volume");
 	}
@@ -659,7 +661,10 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 		return ovs_err(ENOMEM, "out of memory");
 	rc = open_store_dir(v, esc);
 	if (rc < 0) {
-		if (rc == -ENOENT)
+		if (rc == -EACCES || rc == -EPERM)
+			rc = ovs_err(-rc, "store %s: %s (not readable by this user)",
+				     folder, strerror(-rc));
+		else if (rc == -ENOENT)
 			rc = ovs_err(ENOENT, "store %s is missing: %s", folder, strerror(ENOENT));
 		ovs_volume_unref(v);
 		return rc;
@@ -700,8 +705,11 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 	if (!v)
 		return NULL;
 	rc = open_store_dir(v, name);
-	if (rc == -ENOENT) {
-		if (asprintf(&v->problem, "store missing") < 0)
+	if (rc == -ENOENT || rc == -EACCES || rc == -EPERM) {
+		/* A user who may not read the store must not be told that
+		 * it is gone. */
+		if (asprintf(&v->problem, "%s", rc == -ENOENT ? "store missing" :
+			     "permission denied (the store is readable by root only)") < 0)
 			v->problem = NULL;
 	} else if (rc < 0) {
 		v->problem = strdup(ovs_last_error());

@@ -98,7 +98,7 @@ $src $ts no 3"
 	assertEquals "list table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list --json" \
-		"{\"volumes\": [{\"source\": \"$src\", \"store\": \"$js\", \"active\": false, \"snapshots\": 3}]}" \
+		"{\"volumes\": [{\"source\": \"$src\", \"store\": \"$js\", \"active\": false, \"snapshots\": 3, \"state\": \"deactivated\"}]}" \
 		"$OVS_OUT"
 
 	ovs_run "$MKVOL" "$src"
@@ -236,9 +236,10 @@ test_bad_paths_are_refused() {
 	assertEquals "missing: stderr" "ovs-mkvol: $OVS_MNT/missing: No such file or directory" "$OVS_ERR"
 	assertFalse "nothing created" "[ -e $OVS_MNT/.ovsnap ]"
 
+	# relative paths are made absolute (issue 11 item 20)
 	ovs_run "$OVSNAP" list relative/path
 	assertEquals "list relative: exit" 1 "$OVS_RC"
-	assertEquals "list relative: stderr" "ovsnap: list relative/path: not an absolute path" "$OVS_ERR"
+	assertEquals "list relative: stderr" "ovsnap: list $PWD/relative/path: No such file or directory" "$OVS_ERR"
 	ovs_run "$OVSNAP" list "$f"
 	assertEquals "list file: stderr" "ovsnap: list $f: not a directory" "$OVS_ERR"
 	mkdir "$OVS_MNT/plain"
