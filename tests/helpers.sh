@@ -43,6 +43,7 @@
 #   ovs_run CMD...                  sets $OVS_RC, $OVS_OUT, $OVS_ERR
 #   ovs_overlay_mount TARGET LOWERS read-only kernel overlay, lowerdir=LOWERS
 #   ovs_wait_unmounted PATH [SECS]  wait until nothing is mounted at PATH
+#   ovs_wait_until SECS CONDITION   bounded wait until `eval CONDITION` holds
 #   ovs_user                        the unprivileged user ovsnap-test ($OVS_USER, $OVS_UID)
 #   ovs_as_user CMD...              ovs_run as that user, no capabilities
 #   ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]
@@ -251,6 +252,20 @@ ovs_wait_unmounted() {
 	local path=$1 tries=$((${2:-10} * 10))
 
 	while findmnt -rn -M "$path" >/dev/null 2>&1; do
+		tries=$((tries - 1))
+		[ "$tries" -gt 0 ] || return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# ovs_wait_until SECONDS CONDITION: 0 as soon as `eval CONDITION` is true
+# (checked every 0.1 s), 1 when SECONDS have passed without.  A bounded
+# wait for something the test can observe, instead of a sleep.
+ovs_wait_until() {
+	local tries=$(($1 * 10))
+
+	while ! eval "$2"; do
 		tries=$((tries - 1))
 		[ "$tries" -gt 0 ] || return 1
 		sleep 0.1
@@ -494,7 +509,7 @@ ovs__watchdog() {
 
 	# Whether the test $name is still running (no fork: the machine may be
 	# loaded).
-	running() { running=; read -r running <"$flag" 2>/dev/null; [ "$running" = "$name" ]; }
+	running() { running=; read -r running 2>/dev/null <"$flag"; [ "$running" = "$name" ]; }
 
 	while [ "$SECONDS" -lt "$end" ]; do
 		running || return 0
