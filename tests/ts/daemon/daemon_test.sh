@@ -12,7 +12,7 @@ FSOP=${OVSNAP_TOOLS}/tools/ovs-fsop
 export OVSNAPD_TEST_HOOKS=1
 
 setUp() {
-	ovs_mkfs "${FSTYPE:-xfs}"
+	ovs_mkfs "${FSTYPE:-xfs}" || return 1
 	SRC=$OVS_MNT/src
 	mkdir -p "$SRC/dir"
 	printf 'original\n' >"$SRC/file"

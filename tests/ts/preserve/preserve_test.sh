@@ -344,7 +344,7 @@ case_covered() {
 
 run_cases() {
 	FS=$1
-	ovs_mkfs "$FS" 1G
+	ovs_mkfs "$FS" 1G || return 1
 	case_modify
 	case_truncate
 	case_metadata
@@ -370,7 +370,7 @@ test_btrfs() { run_cases btrfs; }
 # kernels before 6.13 have no *xattrat calls: the /proc/self/fd fallback
 # must reach a symlink's own xattrs just the same
 test_xattr_fallback() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	FS=xfs-no-xattrat
 	export OVSNAP_TEST_NO_XATTRAT=1
 	case_xattrs
@@ -384,7 +384,7 @@ test_xattr_fallback() {
 # shutdown ioctl without a log flush is the power cut.
 crash_case() {
 	FS=$1-crash
-	ovs_mkfs "$1"
+	ovs_mkfs "$1" || return 1
 	new_case crash
 	mkdir -p "$S/d/sub" "$S/e"
 	seq 1 20000 >"$S/f"
@@ -421,7 +421,7 @@ test_crash_ext4() { crash_case ext4; }
 # never remove them (they are not its own).  The engine runs in a fresh
 # process per call, so temps are left for the pids that come next.
 test_stale_temps_of_a_dead_daemon_with_the_same_pid() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	FS=xfs
 	new_case stale
 	mkdir -p "$S/d/sub" "$S/e"
@@ -451,7 +451,7 @@ test_stale_temps_of_a_dead_daemon_with_the_same_pid() {
 }
 
 test_hlmap() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	local s=$OVS_MNT/hl
 	mkdir -p "$s/d" "$OVS_MNT/outside"
 	printf 'a\n' >"$s/a"; ln "$s/a" "$s/d/b"

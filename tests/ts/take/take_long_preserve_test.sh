@@ -17,7 +17,7 @@ export OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$GATE
 
 setUp() {
 	rm -f "$GATE"
-	ovs_mkfs "${FSTYPE:-xfs}" 4G
+	ovs_mkfs "${FSTYPE:-xfs}" 4G || return 1
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
 	rm -rf "$MF"

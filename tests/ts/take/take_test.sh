@@ -12,7 +12,7 @@ MANIFEST=${OVSNAP_TOOLS}/tools/ovs-manifest
 # A fresh XFS image with a small tree, protected, snapshot 1 taken and its
 # manifest recorded.
 setUp() {
-	ovs_mkfs "${FSTYPE:-xfs}" 4G
+	ovs_mkfs "${FSTYPE:-xfs}" 4G || return 1
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
 	mkdir -p "$SRC/dir/sub" "$SRC/empty" "$MF"

@@ -40,7 +40,7 @@ take() {
 }
 
 setup_tree() {
-	ovs_mkfs xfs 1G
+	ovs_mkfs xfs 1G || return 1
 	SRC=$OVS_MNT/src
 	mkdir -p "$SRC/d/sub" "$SRC/e" "$OVS_TMP/view" "$OVS_TMP/kview"
 	head -c 4M /dev/urandom >"$SRC/big"
@@ -231,7 +231,7 @@ test_open_handles_stay_coherent() {
 test_deep_stack() {
 	local i n=200 id
 
-	ovs_mkfs xfs 1G
+	ovs_mkfs xfs 1G || return 1
 	SRC=$OVS_MNT/src
 	mkdir -p "$SRC" "$OVS_TMP/view" "$OVS_TMP/kview"
 	echo v1 >"$SRC/f"
