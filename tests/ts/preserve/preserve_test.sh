@@ -13,6 +13,7 @@ T=${OVSNAP_TOOLS:-$(dirname "$0")/../..}/unit/preserve-test
 
 # new_case NAME: fresh SRC/UPPER/WORK for one case on the current fs
 new_case() {
+	trap - ERR
 	CASE=$1
 	C=$OVS_MNT/$CASE
 	S=$C/src U=$C/upper W=$C/work
@@ -21,9 +22,13 @@ new_case() {
 
 # start_layer: the take (upper root gets SRC root's metadata), then the
 # "before" manifest of SRC
+# Every change a case then makes to SRC is checked: a command that fails
+# (outside a condition) fails the case, through the ERR trap that
+# check_view removes.
 start_layer() {
 	"$T" init "$S" "$U" "$W" || fail "$FS/$CASE: init layer"
 	BEFORE=$("$T" manifest "$S")
+	trap 'fail "$FS/$CASE: a change to SRC failed (exit $?): $BASH_COMMAND"' ERR
 }
 
 # pv OP PATH...: one preserve call, which must succeed
@@ -39,6 +44,10 @@ check_view() {
 	local view=$C/view
 	local after
 
+	trap - ERR
+	# The changes happened: SRC no longer shows the "before" state.
+	after=$("$T" manifest "$S")
+	assertNotEquals "$FS/$CASE: the changes after the layer show in SRC" "$BEFORE" "$after"
 	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
 	after=$("$T" manifest "$view")
 	assertEquals "$FS/$CASE: snapshot view equals the state before" "$BEFORE" "$after"
