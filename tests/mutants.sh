@@ -16,7 +16,7 @@ shift 2
 
 # NAME|SCRIPT|TEST FUNCTIONS: what must catch each mutant.
 mutants=(
-	"RENAME_EXDEV|tests/ts/take/take_test.sh|test_rename_file_keeps_old_name test_rename_directory_then_change_under_new_name"
+	"RENAME_EXDEV|tests/ts/take/take_test.sh|test_rename_file_keeps_old_name test_rename_directory_then_change_under_new_name test_rename_exchange_files"
 	"CHMOD_UNPRESERVED|tests/ts/take/take_test.sh|test_chmod_chown_utimes_file test_chmod_chown_utimes_directory"
 	"WRITE_NOOP|tests/ts/take/take_test.sh|test_modify_file test_hard_link_modified_through_one_name"
 )

@@ -171,7 +171,10 @@ test_rmdir_then_recreate_is_opaque() {
 }
 
 test_rename_directory_then_change_under_new_name() {
+	local ino
+	ino=$(stat -c %i "$SRC/dir")
 	live 'mv "$S/dir" "$S/moved"'
+	assertEquals "the renamed directory is the same inode" "$ino" "$(stat -c %i "$SRC/moved")"
 	live 'printf "later\n" >>"$S/moved/sub/deep"'
 	live 'rm "$S/moved/hl1"'
 	check_snapshots
@@ -191,7 +194,11 @@ test_write_under_directory_renamed_after_take() {
 }
 
 test_rename_file_keeps_old_name() {
+	local ino
+	ino=$(stat -c %i "$SRC/file")
 	live 'mv "$S/file" "$S/dir/renamed"'
+	# A rename, not mv's copy and unlink after a refused one (EXDEV).
+	assertEquals "the renamed file is the same inode" "$ino" "$(stat -c %i "$SRC/dir/renamed")"
 	check_snapshots
 }
 
