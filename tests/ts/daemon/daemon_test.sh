@@ -127,12 +127,11 @@ test_sigkill_leaves_enotconn_and_restart() {
 }
 
 # No clock: what the test sees while the daemon's status still says
-# barrier=1 happened under the barrier.  The hold is long (20 s) only so a
-# loaded machine cannot end it before the checks; nothing waits for it to
-# run out but the end of the test.
+# barrier=1 happened under the barrier.  The hold is long (60 s) only so a
+# loaded machine cannot end it before the checks.
 test_barrier_holds_changes_not_reads() {
 	local status hold_pid touch_pid rc
-	ovs_ctl "barrier-hold 20000" >"$OVS_TMP/hold" &
+	ovs_ctl "barrier-hold 60000" >"$OVS_TMP/hold" &
 	hold_pid=$!
 	ovs_wait_until 60 'case $(ovs_ctl status) in *barrier=1*) true ;; *) false ;; esac'
 	assertContains "the barrier is up" "$(ovs_ctl status)" "barrier=1"
