@@ -21,11 +21,11 @@ TAKES=${OVS_ORACLE_TAKES:-10}
 
 # At most this share of a workload's operations may be excused (an errno
 # the real filesystem gives, see ovs-workload.c), in per cent: measured
-# 15 % for one workload and under 40 % for three at once on one tree (the
-# others change it under each one's feet).  A daemon answering ENOENT or
-# EEXIST where it should not goes over it.
+# up to 15 % for one workload and up to 51 % for three at once on one
+# tree (the others change it under each one's feet, mostly ENOENT).  A
+# daemon answering ENOENT or EEXIST where it should not goes over it.
 MAX_EXCUSED_PCT=30
-MAX_EXCUSED_PCT_CONCURRENT=60
+MAX_EXCUSED_PCT_CONCURRENT=75
 
 # The manifest of SRC now, then a take: SRC's state at the take.
 take_with_manifest() {
