@@ -235,7 +235,7 @@ case_rename_over() {
 	# A create over a non-empty directory fails (EEXIST, ENOTEMPTY):
 	# preserving its name must not turn it into an empty opaque copy.
 	pv name full
-	mkdir "$S/full" 2>/dev/null
+	assertFalse "$FS/$CASE: mkdir over a non-empty directory fails" "mkdir '$S/full' 2>/dev/null"
 	pv name full/sub
 	check_view
 }
