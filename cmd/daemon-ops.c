@@ -561,6 +561,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	bool locked;
 	int err;
 
+#ifdef OVS_MUTANT_CHMOD_UNPRESERVED	/* make check-mutants: chmod unpreserved */
+	if (valid & FUSE_SET_ATTR_MODE) { locked = false; change_enter(); err = 0; } else
+#endif
 	err = object_change_begin(n, false, &locked, "setattr");
 	if (!err)
 		err = apply_setattr(n, attr, valid, fi);
@@ -825,6 +828,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+#ifdef OVS_MUTANT_RENAME_EXDEV	/* make check-mutants: every rename refused */
+	{ fuse_reply_err(req, EXDEV); return; }
+#endif
 	err = ns_change_begin();
 	if (!err)
 		do {
@@ -1131,7 +1137,11 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_
 	err = object_change_begin(n, fi->writepage, &locked, "write");
 	if (!err)
 		err = -write_identity(req, fi);
+#ifdef OVS_MUTANT_WRITE_NOOP	/* make check-mutants: writes answered, not written */
+	res = err ? -err : (ssize_t)fuse_buf_size(in_buf);
+#else
 	res = err ? -err : fuse_buf_copy(&out, in_buf, 0);
+#endif
 	identity_restore();
 	object_change_end(locked);
 	if (res < 0)

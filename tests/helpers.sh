@@ -43,12 +43,34 @@
 #   ovs_run CMD...                  sets $OVS_RC, $OVS_OUT, $OVS_ERR
 #   ovs_overlay_mount TARGET LOWERS read-only kernel overlay, lowerdir=LOWERS
 #   ovs_wait_unmounted PATH [SECS]  wait until nothing is mounted at PATH
+#   ovs_wait_until SECS CONDITION   bounded wait until `eval CONDITION` holds
 #   ovs_user                        the unprivileged user ovsnap-test ($OVS_USER, $OVS_UID)
 #   ovs_as_user CMD...              ovs_run as that user, no capabilities
 #   ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]
 #                                   every snapshot of SRC, seen through a
 #                                   kernel overlay of its layers, equals
 #                                   MANIFEST_DIR/<id>.manifest
+#
+# Results: every test function records its own result, one line
+# "RESULT NAME [REASON]" (PASS, FAIL, SKIP; START when it begins, TIMEOUT
+# when its watchdog fires) in $OVS_RESULTS, by default
+# <build>/tests/ts/AREA/NAME_test.results next to the automake log.
+# .ci/run counts from these files: a function with no result (the script
+# died or was killed, a setUp failed before) is a failure.  helpers.sh
+# runs the tests itself (it defines shunit2's suite() hook and replaces
+# its test loop): the test's name is printed before its setUp, a failing
+# setUp or tearDown fails that test only and the next one still runs.  A
+# script must not define suite().
+#
+# Timeout: each test function (setUp, body, tearDown) gets
+# $OVS_TEST_TIMEOUT seconds (default 300; set it before sourcing shunit2
+# to change it for a script).  When they run out, the watchdog prints the
+# stacks of the script's daemons (/proc/PID/task/*/stack, gdb backtraces)
+# to the log, fails the test, kills the daemons (which unblocks a FUSE
+# deadlock) and, if the test still does not return, the script.
+#
+# A skip names its reason; in CI (CI=true) .ci/run counts a skip as a
+# failure unless its reason names the issue that allows it ("issue 12").
 
 ovs__helpers_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${OVSNAP_SRCDIR:=$(cd "$ovs__helpers_dir/.." && pwd)}"
@@ -88,7 +110,12 @@ OVSNAP_STATE_DIR=$OVS_TMP/state
 OVSNAP_RUN_DIR=$OVS_TMP/run
 mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
 export OVS_TMP OVSNAP_STATE_DIR OVSNAP_RUN_DIR
-OVS_MNT=
+# Until ovs_mkfs succeeds, $OVS_MNT names a regular file: "$OVS_MNT/src"
+# of a test whose ovs_mkfs failed unseen can never be created or reach a
+# directory of the host (it used to be "/src").
+OVS__NO_FS=$OVS_TMP/ovs_mkfs-failed-or-not-called
+: >"$OVS__NO_FS"
+OVS_MNT=$OVS__NO_FS
 OVS_DEV=
 OVS_IMG=
 OVS_RC=
@@ -101,6 +128,7 @@ ovs__nfs=0
 
 ovs_skip() {
 	echo "SKIP: $*" >&2
+	ovs__result SCRIPT-SKIP "-" "$*"
 	exit 77
 }
 
@@ -139,9 +167,13 @@ ovs_require_fs() {
 
 # ovs_skip_test REASON: inside a test, skip its remaining asserts (shunit2
 # counts them as skipped; .ci/run counts the test as skipped).  Skipping
-# ends with the test.  CI installs everything: a skip there is a bug.
+# ends with the test.  CI installs everything: a skip there is a bug, and
+# .ci/run counts it as a failure unless REASON names the issue that allows
+# it ("... until issue 12").  The same holds for ovs_skip (exit 77), which
+# skips every test function of the script.
 ovs_skip_test() {
 	echo "SKIPPED: $*"
+	ovs__skip_reason="$*"
 	startSkipping
 }
 
@@ -170,7 +202,9 @@ ovs_ran() {
 # 300M at least) on its own loop device, mounted at $OVS_TMP/fsN.  Sets
 # $OVS_MNT, $OVS_DEV and $OVS_IMG.  Returns non-zero (after failing the
 # test) when something is missing: CI installs everything, so that is a
-# bug there, not a skip.
+# bug there, not a skip.  Call it as `ovs_mkfs xfs || return`: until it
+# succeeds $OVS_MNT names a regular file under $OVS_TMP, so paths below it
+# fail instead of reaching the host.
 ovs_mkfs() {
 	local type=$1 size=${2:-512M} img dev mnt
 
@@ -223,6 +257,19 @@ ovs_wait_unmounted() {
 	while findmnt -rn -M "$path" >/dev/null 2>&1; do
 		tries=$((tries - 1))
 		[ "$tries" -gt 0 ] || return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# ovs_wait_until SECONDS CONDITION: 0 as soon as `eval CONDITION` is true
+# (checked every 0.1 s), 1 when SECONDS have passed without.  A bounded
+# wait for something the test can observe, instead of a sleep.
+ovs_wait_until() {
+	local end=$((SECONDS + $1))
+
+	while ! eval "$2"; do
+		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.1
 	done
 	return 0
@@ -325,7 +372,8 @@ ovs_teardown() {
 	rm -rf "${OVS_TMP:?}"/fs* "$OVS_TMP/.mounts" "$OVSNAP_STATE_DIR" \
 		"$OVSNAP_RUN_DIR" "$OVS_TMP"/view* 2>/dev/null
 	mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
-	OVS_MNT= OVS_DEV= OVS_IMG=
+	OVS_MNT=$OVS__NO_FS OVS_DEV= OVS_IMG=
+	: >"$OVS__NO_FS"
 	return 0
 }
 
@@ -341,6 +389,7 @@ ovs_onetime_teardown() {
 }
 
 ovs_onetime_setup() {
+	ovs__install_runner
 	return 0
 }
 
@@ -361,6 +410,204 @@ trap 'ovs_onetime_teardown' EXIT
 	[ -d "$OVS_TMP" ] && ovs_onetime_teardown
 ) </dev/null >/dev/null 2>&1 &
 disown 2>/dev/null
+
+# ---------------------------------------------------------------------------
+# Results, the test loop and the per-test watchdog (see the header).
+
+# $OVS_RESULTS: <cwd>/<path of the script below the source tree>.results,
+# where automake writes the script's .log; a script run from elsewhere
+# writes next to its private directory's name.
+ovs__results_path() {
+	local script src rel
+
+	script=$(readlink -f "${BASH_SOURCE[-1]:-$0}" 2>/dev/null) || script=
+	src=$(readlink -f "$OVSNAP_SRCDIR" 2>/dev/null) || src=
+	rel=${script#"$src"/}
+	if [ -n "$script" ] && [ -n "$src" ] && [ "$rel" != "$script" ] &&
+		[ -d "$PWD/$(dirname "$rel")" ]; then
+		echo "$PWD/${rel%.sh}.results"
+	else
+		echo "$OVS_TMP.results"
+	fi
+}
+: "${OVS_RESULTS:=$(ovs__results_path)}"
+: "${OVS_TEST_TIMEOUT:=300}"
+: >"$OVS_RESULTS" || {
+	echo "helpers.sh: cannot write $OVS_RESULTS" >&2
+	exit 99
+}
+export OVS_RESULTS
+
+# ovs__result WHAT NAME [REASON]: one result line.
+ovs__result() {
+	printf '%s %s%s\n' "$1" "$2" "${3:+ $(printf '%s' "$3" | tr '\n' ' ')}" >>"$OVS_RESULTS"
+}
+
+# ovs__stacks: the kernel and user stacks of this script's daemons and of
+# the script's own processes, for a test that hangs.
+ovs__descendants() {
+	local p
+
+	for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+		echo "$p"
+		ovs__descendants "$p"
+	done
+}
+
+ovs__stacks() {
+	local p t pids
+
+	pids=$(for p in /proc/[0-9]*; do
+		case $(cat "$p/comm" 2>/dev/null) in
+		ovsnapd | ovsnap-viewd) ;;
+		*) continue ;;
+		esac
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$OVS_TMP" && echo "${p#/proc/}"
+	done)
+	for p in $pids; do
+		echo "---- daemon $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+		for t in /proc/"$p"/task/*; do
+			echo "-- task ${t##*/} ($(cat "$t/comm" 2>/dev/null)) $(cat "$t/wchan" 2>/dev/null)"
+			cat "$t/stack" 2>/dev/null
+		done
+		if command -v gdb >/dev/null 2>&1; then
+			timeout 60 gdb -batch -nx -p "$p" -ex 'thread apply all bt' 2>&1 |
+				grep -vE '^\[(New|Thread debugging)|^Using host|^warning:'
+		fi
+	done
+	for p in $(ovs__descendants "$1"); do
+		[ -d "/proc/$p" ] || continue
+		echo "---- test process $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)"
+		cat "/proc/$p/stack" 2>/dev/null
+	done
+	echo "$pids" >"$OVS_TMP/.hung-daemons"
+}
+
+# ovs__abort_fuse: kill the script's daemons and abort their FUSE
+# connections, so that whatever waits on them returns (ENOTCONN).
+ovs__abort_fuse() {
+	local p m minor
+
+	for p in $(cat "$OVS_TMP/.hung-daemons" 2>/dev/null); do
+		kill -KILL "$p" 2>/dev/null
+	done
+	[ -d /sys/fs/fuse/connections ] || return 0
+	findmnt -rn -t fusectl >/dev/null 2>&1 ||
+		mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null
+	findmnt -rn -o TARGET,MAJ:MIN,FSTYPE | while read -r m minor t; do
+		case $m in "$OVS_TMP"/*) ;; *) continue ;; esac
+		case $t in fuse*) ;; *) continue ;; esac
+		minor=${minor#*:}
+		[ -w "/sys/fs/fuse/connections/$minor/abort" ] &&
+			echo 1 >"/sys/fs/fuse/connections/$minor/abort" 2>/dev/null
+	done
+}
+
+# ovs__watchdog NAME: started (detached, so a test's `wait` does not wait
+# for it) when a test begins; it returns as soon as $OVS_TMP/.running is
+# gone, the test's end.
+ovs__watchdog() {
+	local name=$1 parent=$$ end=$((SECONDS + OVS_TEST_TIMEOUT)) flag=$OVS_TMP/.running i
+	local running
+
+	# Whether the test $name is still running (no fork: the machine may be
+	# loaded).
+	running() { running=; read -r running 2>/dev/null <"$flag"; [ "$running" = "$name" ]; }
+
+	while [ "$SECONDS" -lt "$end" ]; do
+		running || return 0
+		kill -0 "$parent" 2>/dev/null || return 0
+		sleep 1
+	done
+	ovs__result TIMEOUT "$name" "after $OVS_TEST_TIMEOUT s"
+	{
+		echo "ASSERT:helpers.sh: TIMEOUT: $name ran longer than $OVS_TEST_TIMEOUT s (OVS_TEST_TIMEOUT); stacks:"
+		ovs__stacks "$parent"
+		echo "helpers.sh: killing the daemons and aborting their FUSE connections"
+	} >&2
+	ovs__abort_fuse
+	# The test should now fail its asserts and return.  If it does not,
+	# end its commands, and in the end the script (the reaper cleans up;
+	# .ci/run counts the rest as failures).
+	for i in $(seq 30); do
+		running || return 0
+		sleep 1
+	done
+	echo "helpers.sh: TIMEOUT: $name still running: killing its commands" >&2
+	for i in $(ovs__descendants "$parent"); do kill -KILL "$i" 2>/dev/null; done
+	for i in $(seq 30); do
+		running || return 0
+		sleep 1
+	done
+	echo "helpers.sh: TIMEOUT: $name still running: killing the script" >&2
+	kill -KILL "$parent" 2>/dev/null
+}
+
+# shunit2 calls suite() after it has defined its functions and before it
+# runs the tests: the place to put our own test loop in.  It is shunit2
+# 2.1.8's _shunit_execSuite, with the name printed before setUp, a result
+# recorded per test, a failing setUp/tearDown failing that test only, and
+# the watchdog.
+ovs__exec_suite() {
+	local rc
+
+	for _shunit_test_ in ${__shunit_suite}; do
+		__shunit_testSuccess=${SHUNIT_TRUE}
+		ovs__skip_reason=
+		endSkipping
+		echo "${__SHUNIT_TEST_PREFIX}${_shunit_test_}"
+		ovs__result START "$_shunit_test_"
+		echo "$_shunit_test_" >"$OVS_TMP/.running"
+		( (ovs__watchdog "$_shunit_test_" </dev/null) & )
+		if setUp; then
+			eval "${_shunit_test_}"
+			rc=$?
+			if [ "$rc" -ne "${SHUNIT_TRUE}" ]; then
+				_shunit_error "${_shunit_test_}() returned non-zero return code."
+				__shunit_testSuccess=${SHUNIT_ERROR}
+				_shunit_incFailedCount
+			fi
+		else
+			_shunit_error "setUp() of ${_shunit_test_} returned non-zero return code."
+			__shunit_testSuccess=${SHUNIT_ERROR}
+			_shunit_incFailedCount
+		fi
+		if ! tearDown; then
+			_shunit_error "tearDown() of ${_shunit_test_} returned non-zero return code."
+			__shunit_testSuccess=${SHUNIT_ERROR}
+			_shunit_incFailedCount
+		fi
+		rm -f "$OVS_TMP/.running"
+		if grep -qx "TIMEOUT $_shunit_test_ .*" "$OVS_RESULTS" 2>/dev/null; then
+			_shunit_error "${_shunit_test_} timed out"
+			__shunit_testSuccess=${SHUNIT_ERROR}
+		fi
+		if [ "${__shunit_testSuccess}" -eq "${SHUNIT_TRUE}" ]; then
+			__shunit_testsPassed=$((__shunit_testsPassed + 1))
+			if [ "${__shunit_skip}" -eq "${SHUNIT_TRUE}" ]; then
+				ovs__result SKIP "$_shunit_test_" "${ovs__skip_reason:-skipped without a reason}"
+			else
+				ovs__result PASS "$_shunit_test_"
+			fi
+		else
+			__shunit_testsFailed=$((__shunit_testsFailed + 1))
+			ovs__result FAIL "$_shunit_test_"
+		fi
+	done
+	unset _shunit_test_
+}
+
+ovs__install_runner() {
+	if ! declare -F _shunit_execSuite >/dev/null ||
+		[ "${SHUNIT_VERSION:-}" != 2.1.8 ]; then
+		echo "shunit2:FATAL helpers.sh: its test loop is written for shunit2 2.1.8, not ${SHUNIT_VERSION:-?}" >&2
+		exit 99
+	fi
+	_shunit_execSuite() { ovs__exec_suite; }
+}
+# Both hooks install it: shunit2 skips suite() when test names are given
+# on the command line (`bash x_test.sh -- test_a test_b`).
+suite() { ovs__install_runner; }
 
 # ---------------------------------------------------------------------------
 # The consistency oracle
@@ -393,8 +640,11 @@ ovs_snapshot_layers() {
 # this script started (the only socket in $OVSNAP_RUN_DIR) and print the
 # reply.  Test hooks need OVSNAPD_TEST_HOOKS=1 in the daemon's
 # environment.
+# The system's python3 first: a pyenv shim costs seconds on a loaded
+# machine, which a test holding the barrier cannot spend.
+ovs__python3=$(command -v /usr/bin/python3 || command -v python3 || echo python3)
 ovs_ctl() {
-	python3 - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
+	"$ovs__python3" - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])

@@ -28,10 +28,19 @@
  * tree change it under each other's feet: a directory of a path may have
  * become a symlink to "/a0" meanwhile, which must not lead outside DIR.
  *
- * Operations that fail with an errno the random choice can cause (ENOENT,
- * EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, EXDEV, EINVAL, ...) are skipped.
- * Any other failure (EIO, ENOSPC, EPERM, ENOTCONN, ...) is reported and
- * makes the exit status 1.  Exit 3 when a take hook fails.  The tree stays
+ * An operation that fails is excused (counted as skipped) only with an
+ * errno the real filesystem gives for that call on the picked paths, which
+ * may be out of date in the model: ENOENT, EEXIST, ENOTEMPTY, EISDIR,
+ * ENOTDIR, EMLINK, ENAMETOOLONG, ELOOP; EINVAL only for a rename into its
+ * own subtree, for the kernel's own EPERM on xattrs (see eperm_excused),
+ * for copy_file_range within one inode or on what is not a regular file by
+ * now, and for fallocate on what is not a regular file by now;
+ * ENODATA only for removing an xattr; ENXIO only for a path that turned out
+ * to be a fifo.  EXDEV, EBUSY and ETXTBSY are never excused: one
+ * filesystem, no mount points inside, nothing executed.  Any other failure
+ * (EIO, ENOSPC, EPERM, ENOTCONN, EXDEV, ...) is reported and makes the
+ * exit status 1; so does more than --max-excused N excused operations.
+ * The summary line counts the excused ones per errno.  Exit 3 when a take hook fails.  The tree stays
  * bounded: at most 300 entries, files of at most 256 KiB.
  *
  * The choice of operations depends only on the seed and on the outcome
@@ -341,13 +350,54 @@ static bool is_empty_dir(const char *path)
 
 /* ---- the operations ---- */
 
-static bool expected_errno(int e)
+/* Set by stale_fifo(): the fd of this operation turned out to be a fifo. */
+static bool fifo_seen;
+static long excused_by_errno[256];
+static long opt_max_excused = -1;
+
+static bool is_type(const char *path, mode_t type)
+{
+	struct stat st;
+
+	return path && fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       (st.st_mode & S_IFMT) == type;
+}
+
+/* Two names of one inode (hard links, or the same path)? */
+static bool same_inode(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return a && b && fstatat(rootfd, a, &sa, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstatat(rootfd, b, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Would the real filesystem give errno e for this call?  Decided by
+ * looking at the paths where the errno depends on them. */
+static bool excusable(const char *op, const char *a, const char *b, int e)
 {
 	switch (e) {
 	case ENOENT: case EEXIST: case ENOTEMPTY: case EISDIR: case ENOTDIR:
-	case EXDEV: case EINVAL: case EBUSY: case EMLINK: case ENAMETOOLONG:
-	case ELOOP: case ENODATA: case ETXTBSY: case ENXIO:
+	case EMLINK: case ENAMETOOLONG: case ELOOP:
 		return true;
+	case EINVAL:
+		if (strncmp(op, "rename", 6) == 0)
+			return b && under(b, a) && strcmp(a, b) != 0;
+		if (strcmp(op, "exchange") == 0)
+			return b && strcmp(a, b) != 0 && (under(b, a) || under(a, b));
+		if (strcmp(op, "setxattr") == 0 || strcmp(op, "removexattr") == 0)
+			return true;	/* eperm_excused(): the kernel's own EPERM */
+		if (strcmp(op, "copy-range") == 0)	/* overlapping ranges of one file */
+			return same_inode(a, b) || !is_type(a, S_IFREG) || !is_type(b, S_IFREG);
+		if (strcmp(op, "fallocate") == 0)
+			return !is_type(a, S_IFREG);
+		return false;
+	case ENODATA:
+		return strcmp(op, "removexattr") == 0 || strcmp(op, "trusted-xattr") == 0;
+	case ENXIO:
+		return fifo_seen || is_type(a, S_IFIFO) || (b && is_type(b, S_IFIFO)) ||
+		       (opt_jail && !is_type(a, S_IFREG));
 	}
 	return false;
 }
@@ -360,12 +410,17 @@ static bool done(const char *op, const char *a, const char *b, int rc)
 	if (opt_verbose)
 		fprintf(stderr, "%ld %s %s%s%s: %s\n", ops_done, op, a, b ? " " : "", b ? b : "",
 			rc < 0 ? strerror(e) : "ok");
-	if (rc >= 0)
+	if (rc >= 0) {
+		fifo_seen = false;
 		return true;
-	if (expected_errno(e)) {
+	}
+	if (excusable(op, a, b, e)) {
+		fifo_seen = false;
 		ops_skipped++;
+		excused_by_errno[e & 255]++;
 		return false;
 	}
+	fifo_seen = false;
 	unexpected_errors++;
 	if (unexpected_errors <= 20)
 		fprintf(stderr, "ovs-workload: op %ld: %s %s%s%s: %s\n", ops_done, op, a,
@@ -397,6 +452,7 @@ static bool stale_fifo(int fd)
 
 	if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
 		errno = ENXIO;
+		fifo_seen = true;
 		return true;
 	}
 	return false;
@@ -1168,6 +1224,7 @@ static void usage(FILE *out, int status)
 	      "  --extended         add held descriptors, fallocate, copy_file_range,\n"
 	      "                     sparse writes and trusted.overlay.* xattrs\n"
 	      "  --jail             chroot into DIR (for workloads running at once)\n"
+	      "  --max-excused N    fail when more than N operations were excused\n"
 	      "  --verbose          log every operation on stderr\n", out);
 	exit(status);
 }
@@ -1198,13 +1255,14 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "extended", no_argument, NULL, 'E' },
 		{ "jail", no_argument, NULL, 'J' },
+		{ "max-excused", required_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	long *take_at = NULL, next_take = 0;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:n:k:c:m:DvEJh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:n:k:c:m:DvEJX:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's': opt_seed = parse_num(optarg, "seed"); break;
 		case 'n': opt_ops = parse_num(optarg, "number of operations"); break;
@@ -1215,6 +1273,7 @@ int main(int argc, char **argv)
 		case 'v': opt_verbose = true; break;
 		case 'E': opt_extended = true; break;
 		case 'J': opt_jail = true; break;
+		case 'X': opt_max_excused = parse_num(optarg, "number of excused operations"); break;
 		case 'h': usage(stdout, 0); break;
 		default: usage(stderr, 2);
 		}
@@ -1272,6 +1331,16 @@ int main(int argc, char **argv)
 	while (next_take < opt_takes)
 		take(++next_take);
 	model_rescan();
+	fputs("excused:", stderr);
+	for (int e = 0; e < 256; e++)
+		if (excused_by_errno[e])
+			fprintf(stderr, " %s=%ld", strerrorname_np(e) ?: "?", excused_by_errno[e]);
+	fputc('\n', stderr);
+	if (opt_max_excused >= 0 && ops_skipped > opt_max_excused) {
+		fprintf(stderr, "ovs-workload: %ld operations excused, more than --max-excused %ld\n",
+			ops_skipped, opt_max_excused);
+		unexpected_errors++;
+	}
 	printf("seed %" PRIu64 ": %ld ops done (%ld skipped), %ld takes, %zu entries, "
 	       "%ld unexpected errors\n", opt_seed, ops_done, ops_skipped, next_take, nnodes,
 	       unexpected_errors);

@@ -231,9 +231,17 @@ static void test_atomic_update_under_sigkill(void)
 				if (ovs_registry_store(dfd, dir, i % 2 ? &a : &b) < 0)
 					_exit(3);
 		}
+		int status;
+
+		CHECK(pid > 0, "round %d: fork: %s", r, strerror(errno));
 		usleep(rand() % 20000);
 		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		CHECK(waitpid(pid, &status, 0) == pid, "round %d: waitpid: %s", r, strerror(errno));
+		/* The child stores until it is killed: an exit of its own is a
+		 * failed store. */
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		      "round %d: the storing child ended by itself (status 0x%x): a store failed",
+		      r, status);
 		CHECK(ovs_read_file_at(dfd, OVS_REGISTRY_FILE, &text, &len, 1 << 20) == 0,
 		      "round %d: registry unreadable", r);
 		CHECK((len == la && memcmp(text, ta, la) == 0) ||

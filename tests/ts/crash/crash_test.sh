@@ -11,6 +11,11 @@
 #   bash tests/ts/crash/crash_test.sh -- test_shutdown_xfs
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
+
+# writes_of PID: the write calls PID made so far (0 once it is gone).
+writes_of() {
+	awk '$1 == "syscw:" { n = $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0
+}
 ovs_require_fs xfs ext4 btrfs overlay fuse
 ovs_require_cmd xfs_io
 
@@ -40,7 +45,10 @@ crash_run() {
 	"$OVSNAP_TOOLS/tools/ovs-workload" --seed $((SEED + 1)) --ops 1000000 --takes 0 \
 		"$SRC" >/dev/null 2>&1 &
 	workload_pid=$!
-	sleep 2
+	# The crash comes in the middle of the workload: once it has made 300
+	# write calls (its own count in /proc), not after a guessed time.
+	ovs_wait_until 120 '[ "$(writes_of "$workload_pid")" -ge 300 ]'
+	assertTrue "the workload is running and writing" "kill -0 $workload_pid"
 	daemon=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
 	assertNotNull "the daemon of $SRC runs" "$daemon" || { kill "$workload_pid"; return; }
 	case $crash in

@@ -56,8 +56,11 @@ test_drop_at_every_position() {
 	drop_and_check "the oldest" 1
 	drop_and_check "the newest, inactive" 6
 	assertEquals "snapshots left" "2 4 5" "$(ids)"
-	"$OVSNAP" list --json "$SRC" | grep -q '"id": 5,[^}]*"state": "active"'
-	assertTrue "the new newest (5) is the active one: $("$OVSNAP" list --json "$SRC")" $?
+	ovs_run "$OVSNAP" list --json "$SRC"
+	assertEquals "list --json after the drops: $(ovs_ran)" 0 "$OVS_RC"
+	printf '%s\n' "$OVS_OUT" | grep -q '"id": 5,[^}]*"state": "active"'
+	rc=$?
+	assertEquals "the new newest (5) is the active one: $OVS_OUT" 0 "$rc"
 	ovs_run "$OVSNAP" merge "$SRC" 2 5
 	assertEquals "merge 2 5: $(ovs_ran)" 0 "$OVS_RC"
 	rm -f "$MF/4.manifest" "$MF/5.manifest"
@@ -83,28 +86,37 @@ more_changes() {
 
 # while_changing SEED CMD...: run CMD while workloads (no takes) keep
 # changing the live tree from before it starts until after it ends; CMD
-# and every workload must succeed.
+# and every workload must succeed.  "Before" and "after" are counted, not
+# slept: a whole workload has finished before CMD starts and another one
+# after CMD has ended.
+bg_count() { local k=0; read -r k 2>/dev/null <"$OVS_TMP/bg.count"; echo "${k:-0}"; }
 while_changing() {
-	local seed=$1 pid wrc
+	local seed=$1 pid wrc cmd_rc cmd_out cmd_err after
 	shift
-	rm -f "$OVS_TMP/bg.stop" "$OVS_TMP/bg.fail"
+	rm -f "$OVS_TMP/bg.stop" "$OVS_TMP/bg.fail" "$OVS_TMP/bg.count"
 	(
 		k=0
 		while [ ! -e "$OVS_TMP/bg.stop" ]; do
 			"$OVS_WORKLOAD" --seed "$((seed * 100 + k))" --ops 300 "$SRC" \
 				>"$OVS_TMP/bg.out" 2>&1 || { cp "$OVS_TMP/bg.out" "$OVS_TMP/bg.fail"; exit 1; }
 			k=$((k + 1))
+			echo "$k" >"$OVS_TMP/bg.count"
 		done
-		echo "$k workloads" >"$OVS_TMP/bg.count"
 	) &
 	pid=$!
-	sleep 0.5
+	ovs_wait_until 120 '[ "$(bg_count)" -ge 1 ] || [ -e "$OVS_TMP/bg.fail" ]'
+	assertTrue "a workload finished before the command" "[ $(bg_count) -ge 1 ]"
 	ovs_run "$@"
-	sleep 0.5
+	cmd_rc=$OVS_RC cmd_out=$OVS_OUT cmd_err=$OVS_ERR
+	after=$(bg_count)
+	ovs_wait_until 120 '[ "$(bg_count)" -gt $after ] || [ -e "$OVS_TMP/bg.fail" ]'
 	touch "$OVS_TMP/bg.stop"
 	wait "$pid"
 	wrc=$?
 	assertEquals "the workloads running meanwhile: $(tail -5 "$OVS_TMP/bg.fail" 2>/dev/null)" 0 "$wrc"
+	assertTrue "a workload running when the command ended finished (at the end $after, now $(bg_count))" \
+		"[ $(bg_count) -gt $after ]"
+	OVS_RC=$cmd_rc OVS_OUT=$cmd_out OVS_ERR=$cmd_err
 }
 
 active_layer() {
@@ -134,7 +146,8 @@ test_drop_newest_while_active() {
 	assertTrue "the snapshot mount stayed" $?
 	"$OVS_MANIFEST" "$OVS_TMP/view1" >"$OVS_TMP/view1.manifest"
 	diff -u "$MF/1.manifest" "$OVS_TMP/view1.manifest" >"$OVS_TMP/view1.diff"
-	assertTrue "the view of 1, mounted through the drop, still shows 1: $(head -20 "$OVS_TMP/view1.diff")" $?
+	rc=$?
+	assertEquals "the view of 1, mounted through the drop, still shows 1: $(head -20 "$OVS_TMP/view1.diff")" 0 "$rc"
 	ovs_run "$OVSNAP" umount "$OVS_TMP/view1"
 	assertEquals "umount the view: $(ovs_ran)" 0 "$OVS_RC"
 	# Changes after the drop are preserved into 4's layer.

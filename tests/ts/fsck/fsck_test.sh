@@ -305,7 +305,8 @@ test_dead_daemon() {
 	pid=$(ovs__our_daemons)
 	assertNotNull "a daemon runs" "$pid"
 	kill -9 $pid
-	sleep 0.5
+	ovs_wait_until 30 "! kill -0 $pid 2>/dev/null"
+	assertFalse "the daemon is dead" "kill -0 $pid 2>/dev/null"
 	mkdir -p "$OVS_TMP/bypass"
 	mount --bind "$OVS_MNT" "$OVS_TMP/bypass" && echo two >"$OVS_TMP/bypass/live/f"
 	umount "$OVS_TMP/bypass"
@@ -392,18 +393,30 @@ $SRC: 2 errors, 0 repaired, 2 left" "$(printf '%s\n' "$OVS_OUT" | sed 's/at [0-9
 	expect_clean
 }
 
+# The lock is held until the test removes $OVS_TMP/hold: no sleep decides
+# who is first.  fsck --wait cannot end while the lock is held, so it is
+# still running when the lock goes, and its exit status shows it waited
+# (without --wait it exits at once with "busy").
 test_busy_volume() {
-	flock "$STORE/lock" sleep 30 &
-	local holder=$!
+	local holder waiter rc
 
-	sleep 0.3
+	touch "$OVS_TMP/hold"
+	flock "$STORE/lock" bash -c 'touch "$1/locked"; while [ -e "$1/hold" ]; do sleep 0.05; done' \
+		_ "$OVS_TMP" &
+	holder=$!
+	ovs_wait_until 30 '[ -e "$OVS_TMP/locked" ]'
+	assertTrue "the lock is held" "[ -e '$OVS_TMP/locked' ]"
 	fsck -n
 	assertEquals "busy exit: $(ovs_ran)" $FSCK_OPERATIONAL "$OVS_RC"
 	assertContains "busy message" "$OVS_ERR" "is busy"
-	( sleep 0.5; kill "$holder" ) &
-	fsck -n --wait
-	assertEquals "--wait: $(ovs_ran)" $FSCK_OK "$OVS_RC"
-	wait
+	"$OVSNAP" fsck -n --wait "$SRC" >"$OVS_TMP/wait.out" 2>"$OVS_TMP/wait.err" &
+	waiter=$!
+	assertTrue "fsck --wait is still waiting while the lock is held" "kill -0 $waiter"
+	rm "$OVS_TMP/hold"
+	wait "$holder"
+	wait "$waiter"
+	rc=$?
+	assertEquals "--wait: $(cat "$OVS_TMP/wait.out" "$OVS_TMP/wait.err")" $FSCK_OK "$rc"
 }
 
 test_usage_errors() {

@@ -8,7 +8,7 @@ space_of() { # SRC ID -> bytes
 	"$OVSNAP" list --json "$1" | tr '{' '\n' | grep "\"id\": $2," | sed -n 's/.*"space": \([0-9]*\).*/\1/p'
 }
 space_case() {
-	ovs_mkfs "$1" 1G
+	ovs_mkfs "$1" 1G || return 1
 	SRC=$OVS_MNT/src; mkdir "$SRC"
 	dd if=/dev/urandom of="$SRC/big" bs=1M count=8 status=none
 	ovs_run "$OVSNAP" take "$SRC"; assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"

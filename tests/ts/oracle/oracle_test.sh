@@ -19,10 +19,13 @@ ovs_require_fs xfs ext4 btrfs overlay fuse
 OPS=${OVS_ORACLE_OPS:-5000}
 TAKES=${OVS_ORACLE_TAKES:-10}
 
-# Says "not implemented" (exit 1) for commands whose issue has not landed.
-not_built() {
-	[ "$OVS_RC" -eq 1 ] && printf '%s' "$OVS_ERR" | grep -q 'not implemented'
-}
+# At most this share of a workload's operations may be excused (an errno
+# the real filesystem gives, see ovs-workload.c), in per cent: measured
+# up to 15 % for one workload and up to 51 % for three at once on one
+# tree (the others change it under each one's feet, mostly ENOENT).  A
+# daemon answering ENOENT or EEXIST where it should not goes over it.
+MAX_EXCUSED_PCT=30
+MAX_EXCUSED_PCT_CONCURRENT=75
 
 # The manifest of SRC now, then a take: SRC's state at the take.
 take_with_manifest() {
@@ -46,10 +49,6 @@ check_daemon_views() {
 		view=$OVS_TMP/dview.$id
 		mkdir -p "$view"
 		ovs_run "$OVSNAP" mount "$SRC" "$id" "$view"
-		if not_built; then
-			echo "$WHAT: ovsnap mount is not built yet; daemon views not checked"
-			return 0
-		fi
 		assertEquals "$WHAT: ovsnap mount $id: $(ovs_ran)" 0 "$OVS_RC" || continue
 		"$OVS_MANIFEST" "$view" >"$OVS_TMP/dview.$id.manifest"
 		if ! out=$(diff -u "$MF/$id.manifest" "$OVS_TMP/dview.$id.manifest"); then
@@ -69,14 +68,10 @@ drop_and_merge() {
 
 	ids=($(snapshot_ids))
 	n=${#ids[@]}
-	[ "$n" -ge 4 ] || return 0
+	assertTrue "$WHAT: at least 4 snapshots to drop and merge (${ids[*]})" "[ $n -ge 4 ]" || return 1
 	RANDOM=$seed
 	pick=${ids[$((1 + RANDOM % (n - 2)))]}
 	ovs_run "$OVSNAP" drop "$SRC" "$pick"
-	if not_built; then
-		echo "$WHAT: ovsnap drop is not built yet; drop/merge not checked"
-		return 0
-	fi
 	assertEquals "$WHAT: ovsnap drop $pick (a middle one): $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" drop "$SRC" "${ids[0]}"
 	assertEquals "$WHAT: ovsnap drop ${ids[0]} (the oldest): $(ovs_ran)" 0 "$OVS_RC"
@@ -84,14 +79,10 @@ drop_and_merge() {
 
 	ids=($(snapshot_ids))
 	n=${#ids[@]}
-	[ "$n" -ge 3 ] || return 0
+	assertTrue "$WHAT: at least 3 snapshots left to merge (${ids[*]})" "[ $n -ge 3 ]" || return 1
 	a=$((RANDOM % (n - 1)))
 	b=$((a + 1))
 	ovs_run "$OVSNAP" merge "$SRC" "${ids[a]}" "${ids[b]}"
-	if not_built; then
-		echo "$WHAT: ovsnap merge is not built yet; merge not checked"
-		return 0
-	fi
 	assertEquals "$WHAT: ovsnap merge ${ids[a]} ${ids[b]}: $(ovs_ran)" 0 "$OVS_RC"
 	OVS_ORACLE_WHAT="$WHAT, after merging ${ids[a]} and ${ids[b]}" ovs_oracle_check "$SRC" "$MF"
 }
@@ -148,12 +139,12 @@ run_oracle() {
 	take_with_manifest || return
 
 	"$OVS_WORKLOAD" --verbose $extended --seed "$seed" --ops "$OPS" --takes "$TAKES" \
-		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC" \
+		--max-excused "$((OPS * MAX_EXCUSED_PCT / 100))" --take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC" \
 		>"$OVS_TMP/takes.log" 2>"$OVS_TMP/ops.log" </dev/null
 	OVS_RC=$?
-	echo "$WHAT: $(tail -1 "$OVS_TMP/takes.log")"
+	echo "$WHAT: $(tail -1 "$OVS_TMP/takes.log"); $(grep '^excused:' "$OVS_TMP/ops.log")"
 	assertEquals "$WHAT: ovs-workload through the snapshot mount:
-$(tail -3 "$OVS_TMP/takes.log"; grep '^ovs-workload' "$OVS_TMP/ops.log" | head -20)" 0 "$OVS_RC"
+$(tail -3 "$OVS_TMP/takes.log"; grep -E '^(ovs-workload|excused)' "$OVS_TMP/ops.log" | head -20)" 0 "$OVS_RC"
 	assertEquals "$WHAT: manifests recorded" "$((TAKES + 1))" \
 		"$(find "$MF" -name '*.manifest' | wc -l)"
 
@@ -165,7 +156,9 @@ $(tail -3 "$OVS_TMP/takes.log"; grep '^ovs-workload' "$OVS_TMP/ops.log" | head -
 
 # Stop every live process of $@ and wait until each is stopped (state T)
 # or gone: a process stops only once its request has left the daemon, so
-# then nothing is between preserve and change.
+# then nothing is between preserve and change.  Fails (and returns 1)
+# when one does not stop within a minute: a take then would not be
+# between changes.
 stop_all() {
 	local pid state tries
 
@@ -173,11 +166,15 @@ stop_all() {
 		kill -STOP "$pid" 2>/dev/null
 	done
 	for pid; do
-		for ((tries = 0; tries < 500; tries++)); do
+		for ((tries = 0; tries < 6000; tries++)); do
 			state=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null)
 			[ -z "$state" ] || [ "$state" = T ] || [ "$state" = Z ] && break
 			sleep 0.01
 		done
+		if [ -n "$state" ] && [ "$state" != T ] && [ "$state" != Z ]; then
+			fail "$WHAT: worker $pid did not stop (state $state, $(cat "/proc/$pid/wchan" 2>/dev/null))"
+			return 1
+		fi
 	done
 }
 
@@ -202,7 +199,7 @@ keep_logs() {
 # threads); takes come from here, each with every worker stopped.
 run_concurrent() {
 	local fstype=$1 seed=${OVS_ORACLE_SEED:-$2} workers=${OVS_ORACLE_WORKERS:-3}
-	local pids=() i t live rc bad=0
+	local pids=() i t live rc bad=0 mid=0 stopped
 
 	WHAT="$fstype, seed $seed, $workers concurrent workers"
 	EXPLAINED=
@@ -216,7 +213,8 @@ run_concurrent() {
 
 	for ((i = 0; i < workers; i++)); do
 		"$OVS_WORKLOAD" --verbose --extended --jail --seed "$((seed * 10 + i))" \
-			--ops "$((OPS / workers))" "$SRC" >"$OVS_TMP/worker.$i.out" \
+			--ops "$((OPS / workers))" --max-excused "$((OPS / workers * MAX_EXCUSED_PCT_CONCURRENT / 100))" \
+			"$SRC" >"$OVS_TMP/worker.$i.out" \
 			2>"$OVS_TMP/worker.$i.log" </dev/null &
 		pids+=($!)
 	done
@@ -228,19 +226,23 @@ run_concurrent() {
 			kill -0 "$i" 2>/dev/null && live=$((live + 1))
 		done
 		[ "$live" -gt 0 ] || break
-		stop_all "${pids[@]}"
-		take_with_manifest
+		stopped=0
+		stop_all "${pids[@]}" && stopped=1
+		[ "$stopped" -eq 1 ] && take_with_manifest && mid=$((mid + 1))
 		for i in "${pids[@]}"; do
 			kill -CONT "$i" 2>/dev/null
 		done
+		[ "$stopped" -eq 1 ] || break
 	done
+	echo "$WHAT: $mid takes while the workers ran"
+	assertTrue "$WHAT: takes happened while the workers ran ($mid of $TAKES)" "[ $mid -ge 1 ]"
 	for ((i = 0; i < workers; i++)); do
 		wait "${pids[i]}"
 		rc=$?
 		[ "$rc" -eq 0 ] || bad=1
-		echo "$WHAT: worker $i: $(tail -1 "$OVS_TMP/worker.$i.out")"
+		echo "$WHAT: worker $i: $(tail -1 "$OVS_TMP/worker.$i.out"); $(grep '^excused:' "$OVS_TMP/worker.$i.log")"
 		assertEquals "$WHAT: worker $i:
-$(grep '^ovs-workload' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc"
+$(grep -E '^(ovs-workload|excused)' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc"
 	done
 	take_with_manifest
 	keep_logs "$bad" "$fstype" "$seed"

@@ -13,6 +13,7 @@ T=${OVSNAP_TOOLS:-$(dirname "$0")/../..}/unit/preserve-test
 
 # new_case NAME: fresh SRC/UPPER/WORK for one case on the current fs
 new_case() {
+	trap - ERR
 	CASE=$1
 	C=$OVS_MNT/$CASE
 	S=$C/src U=$C/upper W=$C/work
@@ -21,9 +22,13 @@ new_case() {
 
 # start_layer: the take (upper root gets SRC root's metadata), then the
 # "before" manifest of SRC
+# Every change a case then makes to SRC is checked: a command that fails
+# (outside a condition) fails the case, through the ERR trap that
+# check_view removes.
 start_layer() {
 	"$T" init "$S" "$U" "$W" || fail "$FS/$CASE: init layer"
 	BEFORE=$("$T" manifest "$S")
+	trap 'fail "$FS/$CASE: a change to SRC failed (exit $?): $BASH_COMMAND"' ERR
 }
 
 # pv OP PATH...: one preserve call, which must succeed
@@ -39,6 +44,10 @@ check_view() {
 	local view=$C/view
 	local after
 
+	trap - ERR
+	# The changes happened: SRC no longer shows the "before" state.
+	after=$("$T" manifest "$S")
+	assertNotEquals "$FS/$CASE: the changes after the layer show in SRC" "$BEFORE" "$after"
 	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
 	after=$("$T" manifest "$view")
 	assertEquals "$FS/$CASE: snapshot view equals the state before" "$BEFORE" "$after"
@@ -226,7 +235,7 @@ case_rename_over() {
 	# A create over a non-empty directory fails (EEXIST, ENOTEMPTY):
 	# preserving its name must not turn it into an empty opaque copy.
 	pv name full
-	mkdir "$S/full" 2>/dev/null
+	assertFalse "$FS/$CASE: mkdir over a non-empty directory fails" "mkdir '$S/full' 2>/dev/null"
 	pv name full/sub
 	check_view
 }
@@ -344,7 +353,7 @@ case_covered() {
 
 run_cases() {
 	FS=$1
-	ovs_mkfs "$FS" 1G
+	ovs_mkfs "$FS" 1G || return 1
 	case_modify
 	case_truncate
 	case_metadata
@@ -370,7 +379,7 @@ test_btrfs() { run_cases btrfs; }
 # kernels before 6.13 have no *xattrat calls: the /proc/self/fd fallback
 # must reach a symlink's own xattrs just the same
 test_xattr_fallback() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	FS=xfs-no-xattrat
 	export OVSNAP_TEST_NO_XATTRAT=1
 	case_xattrs
@@ -384,7 +393,7 @@ test_xattr_fallback() {
 # shutdown ioctl without a log flush is the power cut.
 crash_case() {
 	FS=$1-crash
-	ovs_mkfs "$1"
+	ovs_mkfs "$1" || return 1
 	new_case crash
 	mkdir -p "$S/d/sub" "$S/e"
 	seq 1 20000 >"$S/f"
@@ -421,7 +430,7 @@ test_crash_ext4() { crash_case ext4; }
 # never remove them (they are not its own).  The engine runs in a fresh
 # process per call, so temps are left for the pids that come next.
 test_stale_temps_of_a_dead_daemon_with_the_same_pid() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	FS=xfs
 	new_case stale
 	mkdir -p "$S/d/sub" "$S/e"
@@ -451,7 +460,7 @@ test_stale_temps_of_a_dead_daemon_with_the_same_pid() {
 }
 
 test_hlmap() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	local s=$OVS_MNT/hl
 	mkdir -p "$s/d" "$OVS_MNT/outside"
 	printf 'a\n' >"$s/a"; ln "$s/a" "$s/d/b"

@@ -5,7 +5,7 @@
 ovs_require_root
 
 test_take_keep_and_hold() {
-	ovs_mkfs xfs
+	ovs_mkfs xfs || return 1
 	SRC=$OVS_MNT/src; mkdir "$SRC"
 	ovs_run "$OVSNAP" take --hold --name precious "$SRC"
 	assertEquals "held take: $(ovs_ran)" 0 "$OVS_RC"

@@ -17,7 +17,7 @@ export OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$GATE
 
 setUp() {
 	rm -f "$GATE"
-	ovs_mkfs "${FSTYPE:-xfs}" 4G
+	ovs_mkfs "${FSTYPE:-xfs}" 4G || return 1
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
 	rm -rf "$MF"
@@ -84,6 +84,12 @@ start_held() {
 assert_still_held() {
 	kill -0 "$BG" 2>/dev/null
 	assertTrue "$1: the held change is still waiting at the gate" $?
+}
+
+# in_fuse PID: PID waits for an answer of the FUSE daemon (its kernel
+# stack is in a FUSE request).
+in_fuse() {
+	grep -qE 'request_wait_answer|fuse_simple_request' "/proc/$1/stack" 2>/dev/null
 }
 
 # wait_bounded PID: its exit status, or 124 after killing it when it has
@@ -172,9 +178,11 @@ test_take_while_another_change_waits_behind_the_held_one() {
 	start_held append_changed || return
 	touch "$SRC/other" &
 	touch_pid=$!
-	sleep 0.5
+	ovs_wait_until 60 "in_fuse $touch_pid"
+	assertTrue "the create waits in a FUSE request behind the held change" "in_fuse $touch_pid"
 	take_snapshot
 	assert_still_held "take"
+	assertTrue "the create still waits after the take" "in_fuse $touch_pid"
 	release
 	wait_bounded "$touch_pid"
 	rc=$?
@@ -196,7 +204,8 @@ test_take_writes_back_dirty_pages_next_to_a_held_write() {
 	forget_manifest
 	"$FSOP" mmap-dirty "$SRC/big" 0 DIRTY "$OVS_TMP/ready" "$OVS_TMP/go" &
 	mapper=$!
-	for i in $(seq 200); do [ -e "$OVS_TMP/ready" ] && break; sleep 0.05; done
+	ovs_wait_until 60 '[ -e "$OVS_TMP/ready" ]'
+	assertTrue "the mapper dirtied its page" "[ -e '$OVS_TMP/ready' ]"
 	start_held dd if=/dev/zero of="$SRC/big" bs=4096 count=1 seek=256 conv=notrunc status=none ||
 		return
 	ovs_run timeout 120 "$OVSNAP" take "$SRC"
