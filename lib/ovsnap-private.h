@@ -151,6 +151,22 @@ int ovs_fs_uuid(const struct ovs_mountinfo *mi, const char *path, char *buf, siz
 bool ovs_fstype_supported(const char *fstype);
 #define OVS_SUPPORTED_FS "xfs, ext4, btrfs"
 
+/* ---- setup checks (lib/setup-checks.c) ------------------------------------ */
+
+/*
+ * -EBUSY naming the other volume when src (or store, a store folder, may
+ * be NULL) lies inside, or holds, the source or store of another
+ * registered volume, active or not (DESIGN.md rule 17).  The volume whose
+ * store folder is self_store (NULL: none) is the one being checked.
+ */
+int ovs_check_nesting(const char *src, const char *store, const char *self_store);
+/* 1 and *where (malloc'ed, relative) when a directory below dirfd lies
+ * on another device (a btrfs subvolume, or a mount point), 0 if none. */
+int ovs_find_other_fs(int dirfd, char **where);
+/* <run dir>/detached-PID.sock: where a daemon stopped with "stop lazy"
+ * answers while its detached snapshot mount still has users. */
+int ovs_detached_socket(pid_t pid, char *buf, size_t len);
+
 /* ---- helpers ------------------------------------------------------------- */
 
 /*
