@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <syslog.h>
@@ -835,6 +836,7 @@ static int stop_daemon(bool lazy)
 /* take, stop and the test hook one at a time; status answers meanwhile. */
 static pthread_mutex_t command_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stop_answered;
+static char detached_sock[PATH_MAX];
 
 static void handle_request(int conn)
 {
@@ -852,9 +854,11 @@ static void handle_request(int conn)
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
-			      " open=%lu deferred=%u barrier=%d preserving=%u", (int)getpid(),
-			      D.layer_id, __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open,
-			      D.ndeferred, (int)D.barrier, preserving_count());
+			      " open=%lu deferred=%u barrier=%d preserving=%u fusedev=%u:%u src=%s",
+			      (int)getpid(), D.layer_id,
+			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
+			      (int)D.barrier, preserving_count(), major(D.fuse_dev),
+			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another
 		 * layer until it is done. */
@@ -882,8 +886,16 @@ static void handle_request(int conn)
 		} else {
 			dlog(LOG_INFO, "stopped by request (%s)", req);
 			/* A new daemon may start at once: the socket path is
-			 * no longer ours. */
-			unlink(ovs_volume_socket(D.vol));
+			 * no longer ours.  Detached, this daemon serves on
+			 * until its last user goes: it answers under its pid's
+			 * name so that activate and take can find its users
+			 * (DESIGN.md rule 17). */
+			if (strcmp(req, "stop lazy") == 0 &&
+			    ovs_detached_socket(getpid(), detached_sock, sizeof(detached_sock)) == 0 &&
+			    rename(ovs_volume_socket(D.vol), detached_sock) == 0)
+				dlog(LOG_INFO, "detached; serving its users until they are gone");
+			else
+				unlink(ovs_volume_socket(D.vol));
 			ovs_ctl_reply(conn, "ok");
 			/* The main thread exits once this is out; keep
 			 * command_lock so nothing else starts. */
@@ -1003,6 +1015,8 @@ int daemon_loop(void)
 		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
 	stopped = D.stopping;
 	pthread_mutex_unlock(&D.loop_lock);
+	if (detached_sock[0])
+		unlink(detached_sock);
 	if (!stopped) {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */
