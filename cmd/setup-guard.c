@@ -75,8 +75,9 @@ static int detached_daemons(struct ovs_volume *v, struct detached **out, size_t 
 		src = status_field(reply, "src");
 		pid = status_field(reply, "pid");
 		dev = status_field(reply, "fusedev");
+		/* fusedev 0:0: the daemon could not tell its device */
 		if (!src || !pid || !dev || strcmp(src, ovs_volume_source(v)) != 0 ||
-		    sscanf(dev, "%u:%u", &maj, &min) != 2 || (maj == 0 && min == 0))
+		    sscanf(dev, "%u:%u", &maj, &min) != 2)
 			continue;
 		nl = realloc(list, (cnt + 1) * sizeof(*nl));
 		if (!nl) {
@@ -147,6 +148,16 @@ int ovs_check_detached(const char *cmd, struct ovs_volume *v, bool take, bool fo
 		pid_t *pids;
 		size_t n;
 
+		if (dd[i].dev == makedev(0, 0)) {
+			/* users unknown: only the daemon's exit proves them gone */
+			if (wait_exit(dd[i].pid, take ? DETACHED_EXIT_WAIT_MS : 0) || (!take && force))
+				continue;
+			ovs_error("%s %s: the snapshot mount that 'deactivate --lazy' detached is "
+				  "still served by ovsnapd (pid %d)%s", cmd, src, (int)dd[i].pid,
+				  take ? "" : "; stop its users, or use --force");
+			status = EXIT_FAIL;
+			break;
+		}
 		rc = ovs_dev_users(dd[i].dev, &pids, &n);
 		if (rc < 0) {
 			ovs_error_lib(rc, "%s %s", cmd, src);

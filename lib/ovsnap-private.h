@@ -91,6 +91,11 @@ struct ovs_volume {
 	struct ovs_registry reg;
 };
 
+/* 1 when the index names v's store folder, 0 when it has no entry for
+ * v (a setup that failed or crashed half way: found through the default
+ * store only), -errno.  ovs_volume_reindex writes the entry. */
+int ovs_volume_indexed(const struct ovs_volume *v);
+int ovs_volume_reindex(const struct ovs_volume *v);
 /* Why a listed volume cannot be used (NULL when it can). */
 const char *ovs_volume_problem(const struct ovs_volume *v);
 /* The directory fd of the volume's store folder. */

@@ -584,6 +584,32 @@ int ovs_volume_remove_new(struct ovs_volume *v)
 	return rc;
 }
 
+int ovs_volume_indexed(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+	int rc;
+
+	rc = ovs_path_escape(v->source, esc, sizeof(esc));
+	if (rc == 0)
+		rc = index_path(esc, idx, sizeof(idx));
+	if (rc < 0)
+		return rc;
+	n = readlink(idx, target, sizeof(target) - 1);
+	if (n < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "%s: %m", idx);
+	target[n] = '\0';
+	return strcmp(target, v->store) == 0;
+}
+
+int ovs_volume_reindex(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1];
+	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
+
+	return rc < 0 ? rc : index_add(esc, v->store);
+}
+
 /* ---- open and list --------------------------------------------------------- */
 
 /* The store folder of source: the index first, then the default store (an

@@ -128,6 +128,25 @@ test_failed_setup_is_rolled_back() {
 	assertContains "list shows the volume" "$OVS_OUT" "$SRC"
 }
 
+# Item 15: fsck finds what a setup that crashed half way left (a store
+# folder that the index does not name) and -p puts it back in the index.
+test_fsck_finds_unindexed_volume() {
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	# The crash: the folder was in place, the index entry not yet.
+	rm -f "$OVSNAP_STATE_DIR"/volumes/*
+	ovs_run "$OVSNAP" fsck -n "$SRC"
+	assertEquals "fsck -n of an unindexed volume: exit (uncorrected)" 4 "$OVS_RC"
+	assertContains "fsck says it is not in the index" "$OVS_OUT" "not in the index"
+	ovs_run "$OVSNAP" fsck -p "$SRC"
+	assertEquals "fsck -p: exit (corrected): $(ovs_ran)" 1 "$OVS_RC"
+	assertEquals "the index has the volume again" 1 "$(index_entries)"
+	ovs_run "$OVSNAP" list
+	assertContains "list shows the volume again" "$OVS_OUT" "$SRC"
+}
+
 # Item 18: a --kernel view forbids activation (ovsnap-mount(8)).
 test_kernel_view_blocks_activation() {
 	local view=$OVS_TMP/view-k
