@@ -248,11 +248,16 @@ static int setup(const char *src)
 	}
 	D.src_dev = st.st_dev;
 	/* Rule 15: another filesystem below SRC (a btrfs subvolume) would
-	 * answer EXDEV on the live path and vanish from views. */
+	 * answer EXDEV on the live path and vanish from views.  Only btrfs
+	 * has them; mounts are not in the clone D.srcfd comes from (the CLI
+	 * checks those). */
 	{
+		struct statfs sfs;
 		char *where = NULL;
 
-		rc = ovs_find_other_fs(D.srcfd, &where);
+		rc = 0;
+		if (fstatfs(D.srcfd, &sfs) == 0 && sfs.f_type == BTRFS_SUPER_MAGIC)
+			rc = ovs_find_other_fs(D.srcfd, &where);
 		if (rc > 0) {
 			rc = ovs_err(EXDEV, "SRC holds %s/%s, a btrfs subvolume or another "
 				     "filesystem: snapshots do not cross filesystems; move it out "
