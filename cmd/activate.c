@@ -32,6 +32,8 @@ int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force)
 		}
 		return EXIT_OK;
 	}
+	if (ovs_check_activation(cmd, v, force) != EXIT_OK)
+		return EXIT_FAIL;
 	/* A dead daemon's mount still covers SRC (ENOTCONN) and nothing can
 	 * bypass it: the new daemon mounts over it with no unprotected gap.
 	 * Without one, what processes hold open would bypass the new mount. */

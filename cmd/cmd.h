@@ -122,6 +122,13 @@ int ovs_umount_dead(const char *src);
 int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
 /* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
 int ovs_check_no_users(const char *cmd, const char *src);
+/* cmd/setup-guard.c, each EXIT_OK or EXIT_FAIL after one line: users of
+ * a snapshot mount of v that deactivate --lazy detached (take: refused
+ * always; activation: unless force); a --kernel view of v; and all an
+ * activation refuses (nested volumes, mounts in SRC, those two). */
+int ovs_check_detached(const char *cmd, struct ovs_volume *v, bool take, bool force);
+int ovs_check_kernel_views(const char *cmd, struct ovs_volume *v);
+int ovs_check_activation(const char *cmd, struct ovs_volume *v, bool force);
 
 /* Lock an open volume, load its registry and finish an interrupted merge
  * or drop (cmd/common.c).  EXIT_OK, or EXIT_FAIL after printing the error

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <syslog.h>
@@ -832,6 +833,7 @@ static int stop_daemon(bool lazy)
 static pthread_mutex_t command_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stop_answered;
 static long stop_linger_ms;	/* test hook "stop-linger MS" */
+static char detached_sock[PATH_MAX];
 
 static void handle_request(int conn)
 {
@@ -849,9 +851,11 @@ static void handle_request(int conn)
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
-			      " open=%lu deferred=%u barrier=%d preserving=%u", (int)getpid(),
-			      D.layer_id, __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open,
-			      D.ndeferred, (int)D.barrier, preserving_count());
+			      " open=%lu deferred=%u barrier=%d preserving=%u fusedev=%u:%u src=%s",
+			      (int)getpid(), D.layer_id,
+			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
+			      (int)D.barrier, preserving_count(), major(D.fuse_dev),
+			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another
 		 * layer until it is done. */
@@ -879,8 +883,16 @@ static void handle_request(int conn)
 		} else {
 			dlog(LOG_INFO, "stopped by request (%s)", req);
 			/* A new daemon may start at once: the socket path is
-			 * no longer ours. */
-			unlink(ovs_volume_socket(D.vol));
+			 * no longer ours.  Detached, this daemon serves on
+			 * until its last user goes: it answers under its pid's
+			 * name so that activate and take can find its users
+			 * (DESIGN.md rule 17). */
+			if (strcmp(req, "stop lazy") == 0 &&
+			    ovs_detached_socket(getpid(), detached_sock, sizeof(detached_sock)) == 0 &&
+			    rename(ovs_volume_socket(D.vol), detached_sock) == 0)
+				dlog(LOG_INFO, "detached; serving its users until they are gone");
+			else
+				unlink(ovs_volume_socket(D.vol));
 			ovs_ctl_reply(conn, "ok");
 			/* The main thread exits once this is out; keep
 			 * command_lock so nothing else starts. */
@@ -1013,6 +1025,8 @@ int daemon_loop(void)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
+	if (detached_sock[0])
+		unlink(detached_sock);
 	if (!stopped) {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */

@@ -68,6 +68,7 @@ struct daemon {
 	struct ovs_volume *vol;
 	int srcfd;			/* SRC's real root directory (O_RDONLY) */
 	dev_t src_dev;
+	dev_t fuse_dev;		/* st_dev of the snapshot mount (detached or not) */
 	struct fuse_session *se;
 	bool debug;
 	bool foreground;

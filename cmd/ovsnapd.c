@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +179,15 @@ static int mount_over_source(const struct ovs_mountinfo *mi)
 		close(fd);
 		return ovs_err(err, "mount over %s: %s", D.src, strerror(err));
 	}
+	/* The mount's device identifies its users even once it is
+	 * detached (deactivate --lazy).  DONT_SYNC: no request to ourselves,
+	 * we do not serve yet. */
+	{
+		struct statx stx;
+
+		if (statx(AT_FDCWD, D.src, AT_STATX_DONT_SYNC, STATX_TYPE, &stx) == 0)
+			D.fuse_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	}
 	snprintf(fdpath, sizeof(fdpath), "/dev/fd/%d", fd);
 	if (fuse_session_mount(D.se, fdpath) != 0) {
 		umount2(D.src, MNT_DETACH);
@@ -233,6 +243,26 @@ static int setup(const char *src)
 		goto out;
 	}
 	D.src_dev = st.st_dev;
+	/* Rule 15: another filesystem below SRC (a btrfs subvolume) would
+	 * answer EXDEV on the live path and vanish from views.  Only btrfs
+	 * has them; mounts are not in the clone D.srcfd comes from (the CLI
+	 * checks those). */
+	{
+		struct statfs sfs;
+		char *where = NULL;
+
+		rc = 0;
+		if (fstatfs(D.srcfd, &sfs) == 0 && sfs.f_type == BTRFS_SUPER_MAGIC)
+			rc = ovs_find_other_fs(D.srcfd, &where);
+		if (rc > 0) {
+			rc = ovs_err(EXDEV, "SRC holds %s/%s, a btrfs subvolume or another "
+				     "filesystem: snapshots do not cross filesystems; move it out "
+				     "or snapshot it as a volume of its own", src, where);
+			free(where);
+		}
+		if (rc < 0)
+			goto out;
+	}
 
 	rc = open_newest_layer();
 	if (rc < 0)

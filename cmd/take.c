@@ -3,16 +3,21 @@
  * volume up: store, registry and the snapshot mount over SRC.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 #include "retention.h"
 
 static char *opt_name, *opt_store, *opt_keep;
-static int opt_json, opt_force, opt_wait, opt_hold;
+static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait;
 
 static struct poptOption take_options[] = {
 	{ "name", 'n', POPT_ARG_STRING, &opt_name, 0,
@@ -30,6 +35,8 @@ static struct poptOption take_options[] = {
 	  "first take only: set up even while processes use SRC", NULL },
 	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
 	  "wait for another command on the volume instead of failing", NULL },
+	{ "no-wait", 0, POPT_ARG_NONE, &opt_no_wait, 0,
+	  "fail at once while another take sets the same SRC up (default: wait for it)", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
@@ -82,13 +89,71 @@ static int check_name(struct ovs_volume *v, const char *src)
 	return EXIT_OK;
 }
 
-/* Open the volume of src, setting it up if it is none yet. */
-static int open_or_create(const char *src, struct ovs_volume **v)
+/*
+ * Two first takes of one SRC must not both set it up: the second waits
+ * for the first (then takes a normal snapshot) or, with --no-wait, says
+ * the volume is being set up.  A lock file per SRC in the run directory,
+ * held until the take that set the volume up is done.  Returns the fd,
+ * or -1 after printing the error.
+ */
+static int setup_lock(const char *src)
+{
+	char path[PATH_MAX], note[64];
+	uint64_t h = 0xcbf29ce484222325ULL;
+	ssize_t n;
+	int fd, rc;
+
+	rc = ovs_mkdir_run_dir();
+	if (rc < 0) {
+		ovs_error_lib(rc, "take %s", src);
+		return -1;
+	}
+	for (const char *p = src; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	snprintf(path, sizeof(path), "%s/setup-%016llx.lock", ovs_run_dir(),
+		 (unsigned long long)h);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ovs_error("take %s: cannot open %s: %s", src, path, strerror(errno));
+		return -1;
+	}
+	while (flock(fd, LOCK_EX | (opt_no_wait ? LOCK_NB : 0)) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK) {
+			n = pread(fd, note, sizeof(note) - 1, 0);
+			note[n > 0 ? n : 0] = '\0';
+			note[strcspn(note, "\n")] = '\0';
+			ovs_error("take %s: the volume is being set up by another take%s%s%s; "
+				  "try again when it is done (or leave out --no-wait)", src,
+				  *note ? " (pid " : "", note, *note ? ")" : "");
+		} else {
+			ovs_error("take %s: cannot lock %s: %s", src, path, strerror(errno));
+		}
+		close(fd);
+		return -1;
+	}
+	snprintf(note, sizeof(note), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, note, strlen(note), 0) < 0) {
+		/* the note only names us in the message of a --no-wait take */
+	}
+	return fd;
+}
+
+/* Open the volume of src, setting it up if it is none yet (*created). */
+static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, bool *created)
 {
 	struct ovs_volume_opts opts = { .store = opt_store };
 	int rc;
 
 	rc = ovs_volume_open(src, v);
+	if (rc == -ENOENT) {
+		*lockfd = setup_lock(src);
+		if (*lockfd < 0)
+			return EXIT_FAIL;
+		/* the take we waited for may have set it up */
+		rc = ovs_volume_open(src, v);
+	}
 	if (rc == 0) {
 		if (opt_store)
 			ovs_error("take %s: --store only applies when a volume is set up; "
@@ -101,6 +166,13 @@ static int open_or_create(const char *src, struct ovs_volume **v)
 	}
 	if (check_name(NULL, src) != EXIT_OK)
 		return EXIT_USAGE;
+	/* Nesting first: another volume's daemon shows as a user of a
+	 * store inside src, and the nesting is the real reason. */
+	rc = ovs_check_nesting(src, NULL, NULL);
+	if (rc < 0) {
+		ovs_error_lib(rc, "take %s", src);
+		return EXIT_FAIL;
+	}
 	if (!opt_force && ovs_check_no_users("take", src) != EXIT_OK)
 		return EXIT_FAIL;
 	rc = ovs_volume_create(src, &opts, v);
@@ -108,6 +180,7 @@ static int open_or_create(const char *src, struct ovs_volume **v)
 		ovs_error_lib(rc, "take %s", src);
 		return EXIT_FAIL;
 	}
+	*created = true;
 	return EXIT_OK;
 }
 
@@ -145,6 +218,10 @@ static int take_locked(struct ovs_volume *v, const char *src)
 			  "run 'ovsnap activate %s'", src, src);
 		return EXIT_FAIL;
 	}
+	/* Rule 17: no layer switch while a detached mount serves anyone. */
+	if (ovs_check_kernel_views("take", v) != EXIT_OK ||
+	    ovs_check_detached("take", v, true, opt_force) != EXIT_OK)
+		return EXIT_FAIL;
 	rc = ovs_daemon_take(v, opt_name, &id);
 	if (rc < 0) {
 		ovs_error_lib(rc, "take %s", src);
@@ -171,7 +248,8 @@ int cmd_take(int argc, const char **argv)
 	const char **args;
 	poptContext pc;
 	char *src = NULL;
-	int status, n;
+	int status, n, setup_fd = -1;
+	bool created = false;
 
 	pc = ovs_popt_parse("take", argc, argv, take_options, "SRC", &status);
 	if (!pc)
@@ -183,18 +261,32 @@ int cmd_take(int argc, const char **argv)
 	src = ovs_resolve_source("take", args[0]);
 	if (!src)
 		goto out;
-	status = open_or_create(src, &v);
+	status = open_or_create(src, &v, &setup_fd, &created);
 	if (status != EXIT_OK)
 		goto out;
-	status = ovs_lock_loaded("take", v, opt_wait);
-	if (status != EXIT_OK)
-		goto out;
-	status = take_locked(v, src);
+	status = ovs_lock_loaded("take", v, opt_wait || created);
+	if (status == EXIT_OK)
+		status = take_locked(v, src);
+	if (created && !ovs_daemon_running(v)) {
+		/* The setup failed half way (the snapshot mount never came
+		 * up): leave nothing behind, not even the store folder. */
+		int rc = ovs_volume_lock_fd(v) >= 0 ? 0 : ovs_volume_lock(v, true, "take");
+
+		if (rc == 0) {
+			ovs_umount_dead(src);
+			rc = ovs_volume_remove_new(v);
+		}
+		if (rc < 0)
+			ovs_error_lib(rc, "take %s: the failed setup could not be undone; "
+				      "'ovsnap fsck %s' finds what is left", src, src);
+	}
 out:
 	if (v) {
 		ovs_volume_unlock(v);
 		ovs_volume_unref(v);
 	}
+	if (setup_fd >= 0)
+		close(setup_fd);
 	free(src);
 	poptFreeContext(pc);
 	return status;

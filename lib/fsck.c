@@ -265,6 +265,22 @@ static void check_registry(struct fsck *ck)
 		ovs_last_error(), ovs_volume_store(ck->v), OVS_LAYERS_DIR);
 }
 
+/* A volume that only the default store holds, with no index entry: left
+ * by a setup that failed or crashed half way.  Takes find it, but list
+ * and activate --all (the boot path) do not. */
+static void check_index(struct fsck *ck)
+{
+	struct fix fx = FIX(FIX_PREEN, false, "added to the index", "adds it to the index");
+
+	if (ovs_volume_indexed(ck->v) != 0)
+		return;
+	if (fix_go(ck, &fx))
+		fx.rc = ovs_volume_reindex(ck->v);
+	finding(ck, OVS_FSCK_ERROR, NULL, ovs_state_dir(), "index", &fx,
+		"the volume is not in the index (a setup that failed half way?): "
+		"'ovsnap list' and 'ovsnap activate --all' do not see it");
+}
+
 /* ---- the mounts ------------------------------------------------------------- */
 
 static struct libmnt_table *mount_table(void)
@@ -1052,6 +1068,8 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 		return rc;
 	}
 	check_registry(&ck);
+	if (ck.registry_ok)
+		check_index(&ck);
 	tb = mount_table();
 	check_snapshot_mount(&ck, tb);
 	open_real_src(&ck, tb);

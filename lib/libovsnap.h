@@ -38,7 +38,7 @@ int ovs_err_keep(int err, const char *fmt, ...) __attribute__((format(printf, 2,
 /* ---- paths of state outside the store -------------------------------- */
 
 /* Directory of the index of volumes (symlinks to their store folders):
- * $OVSNAP_STATE_DIR or LOCALSTATEDIR/lib/ovsnap. */
+ * $OVSNAP_STATE_DIR or /var/lib/ovsnap (configure --with-statedir). */
 const char *ovs_state_dir(void);
 /* Directory of control sockets: $OVSNAP_RUN_DIR or /run/ovsnap. */
 const char *ovs_run_dir(void);
@@ -58,6 +58,9 @@ struct ovs_volume_opts {
  */
 int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		      struct ovs_volume **out);
+/* Undo ovs_volume_create of a volume whose setup failed afterwards (no
+ * snapshots): index entry, store folder, and the store root if empty. */
+int ovs_volume_remove_new(struct ovs_volume *v);
 /* Open an existing volume by its source path; -ENOENT if it is none. */
 int ovs_volume_open(const char *src, struct ovs_volume **out);
 struct ovs_volume *ovs_volume_ref(struct ovs_volume *v);
@@ -166,6 +169,9 @@ int ovs_snapshot_space(const struct ovs_volume *v, uint64_t id, uint64_t *bytes)
 /* PIDs of the processes (other than this one) with an open file, working
  * or root directory, executable or mapping under the directory dir. */
 int ovs_path_users(const char *dir, pid_t **pids, size_t *n);
+/* The same for every object on the filesystem dev (st_dev): finds the
+ * users of a detached mount, whose paths no longer name it. */
+int ovs_dev_users(dev_t dev, pid_t **pids, size_t *n);
 
 /* ---- small shared helpers ---------------------------------------------- */
 

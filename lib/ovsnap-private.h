@@ -93,6 +93,11 @@ struct ovs_volume {
 	struct ovs_registry reg;
 };
 
+/* 1 when the index names v's store folder, 0 when it has no entry for
+ * v (a setup that failed or crashed half way: found through the default
+ * store only), -errno.  ovs_volume_reindex writes the entry. */
+int ovs_volume_indexed(const struct ovs_volume *v);
+int ovs_volume_reindex(const struct ovs_volume *v);
 /* Why a listed volume cannot be used (NULL when it can). */
 const char *ovs_volume_problem(const struct ovs_volume *v);
 /* The directory fd of the volume's store folder. */
@@ -182,6 +187,22 @@ int ovs_fs_uuid(const struct ovs_mountinfo *mi, const char *path, char *buf, siz
 /* xfs, ext4, btrfs (and ext2/ext3): filesystems that can hold upper layers. */
 bool ovs_fstype_supported(const char *fstype);
 #define OVS_SUPPORTED_FS "xfs, ext4, btrfs"
+
+/* ---- setup checks (lib/setup-checks.c) ------------------------------------ */
+
+/*
+ * -EBUSY naming the other volume when src (or store, a store folder, may
+ * be NULL) lies inside, or holds, the source or store of another
+ * registered volume, active or not (DESIGN.md rule 17).  The volume whose
+ * store folder is self_store (NULL: none) is the one being checked.
+ */
+int ovs_check_nesting(const char *src, const char *store, const char *self_store);
+/* 1 and *where (malloc'ed, relative) when a directory below dirfd lies
+ * on another device (a btrfs subvolume, or a mount point), 0 if none. */
+int ovs_find_other_fs(int dirfd, char **where);
+/* <run dir>/detached-PID.sock: where a daemon stopped with "stop lazy"
+ * answers while its detached snapshot mount still has users. */
+int ovs_detached_socket(pid_t pid, char *buf, size_t len);
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -16,7 +16,7 @@ const char *ovs_state_dir(void)
 {
 	const char *d = getenv("OVSNAP_STATE_DIR");
 
-	return d && *d ? d : LOCALSTATEDIR "/lib/ovsnap";
+	return d && *d ? d : STATEDIR;
 }
 
 const char *ovs_run_dir(void)

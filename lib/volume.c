@@ -199,6 +199,27 @@ static int mkdir_if_missing(const char *path, mode_t mode)
 	return 0;
 }
 
+/* The state directory and its missing parents (a build under /usr/local
+ * used to keep state where no parent existed). */
+static int mkdir_with_parents(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return ovs_err(ENAMETOOLONG, "%s: name too long", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		rc = mkdir_if_missing(tmp, 0755);
+		if (rc < 0)
+			return rc;
+		*p = '/';
+	}
+	return mkdir_if_missing(tmp, mode);
+}
+
 /*
  * The directory of the index, after checking it and the state directory
  * (and all above) as a store is checked: an index entry names the store
@@ -211,7 +232,7 @@ static int index_open(bool create)
 	int sfd, dfd, rc;
 
 	if (create) {
-		rc = mkdir_if_missing(ovs_state_dir(), 0755);
+		rc = mkdir_with_parents(ovs_state_dir(), 0755);
 		if (rc < 0)
 			return rc;
 	}
@@ -469,6 +490,11 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		rc = ovs_err(ENAMETOOLONG, "store path too long");
 		goto out;
 	}
+	/* Rule 17, before anything is made: the volume of this very folder
+	 * is no other volume (check_existing says it exists). */
+	rc = ovs_check_nesting(c.src, folder, folder);
+	if (rc < 0)
+		goto out;
 
 	if (asprintf(&what, "store %s", c.storeroot) < 0) {
 		rc = ovs_err(ENOMEM, "out of memory");
@@ -563,8 +589,13 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		free(parent);
 	}
 	rc = index_add(c.esc, folder);
-	if (rc < 0)
+	if (rc < 0) {
+		/* Unindexed, the volume would work for take but never show in
+		 * list nor come back at boot: undo the folder too. */
+		if (renameat(rootfd, c.esc, rootfd, tmpname) == 0)
+			goto fail_tmp;
 		goto out;
+	}
 	rc = ovs_volume_open(c.src, out ? out : &v);
 	if (!out)
 		ovs_volume_unref(v);
@@ -572,6 +603,7 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 
 fail_tmp:
 	ovs_remove_tree_at(rootfd, tmpname);
+	fsync(rootfd);
 fail_root:
 	if (created_root)
 		unlinkat(AT_FDCWD, c.storeroot, AT_REMOVEDIR);
@@ -588,6 +620,88 @@ out:
 	free(c.storeroot);
 	free(what);
 	return rc;
+}
+
+/*
+ * Undo a setup that failed after ovs_volume_create (the first activation):
+ * the index entry and the store folder go, and the store root too when
+ * nothing else is left in it.  Only a volume without snapshots; the
+ * caller holds its lock.
+ */
+int ovs_volume_remove_new(struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX], *parent, *slash;
+	ssize_t n;
+	int pfd, rc;
+
+	if (v->reg.nsnaps > 0)
+		return ovs_err(EBUSY, "%s has snapshots: not removed", v->source);
+	rc = ovs_path_escape(v->source, esc, sizeof(esc));
+	if (rc == 0)
+		rc = index_path(esc, idx, sizeof(idx));
+	if (rc < 0)
+		return rc;
+	n = readlink(idx, target, sizeof(target) - 1);
+	if (n >= 0) {
+		target[n] = '\0';
+		if (strcmp(target, v->store) == 0 && unlink(idx) < 0 && errno != ENOENT)
+			return ovs_err(errno, "cannot remove %s: %m", idx);
+	}
+	parent = strdup(v->store);
+	if (!parent)
+		return ovs_err(ENOMEM, "out of memory");
+	slash = strrchr(parent, '/');
+	if (!slash || !slash[1]) {
+		free(parent);
+		return ovs_err(EINVAL, "store folder %s: not a path", v->store);
+	}
+	*slash = '\0';
+	pfd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0) {
+		rc = ovs_err(errno, "cannot open %s: %m", *parent ? parent : "/");
+		free(parent);
+		return rc;
+	}
+	rc = ovs_remove_tree_at(pfd, slash + 1);
+	if (rc == 0)
+		fsync(pfd);
+	close(pfd);
+	/* the default store of a filesystem that holds no other volume */
+	if (rc == 0 && rmdir(parent) == 0) {
+		slash = strrchr(parent, '/');
+		if (slash) {
+			*slash = '\0';
+			ovs_fsync_dir(AT_FDCWD, *parent ? parent : "/");
+		}
+	}
+	free(parent);
+	return rc;
+}
+
+int ovs_volume_indexed(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+	int rc;
+
+	rc = ovs_path_escape(v->source, esc, sizeof(esc));
+	if (rc == 0)
+		rc = index_path(esc, idx, sizeof(idx));
+	if (rc < 0)
+		return rc;
+	n = readlink(idx, target, sizeof(target) - 1);
+	if (n < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "%s: %m", idx);
+	target[n] = '\0';
+	return strcmp(target, v->store) == 0;
+}
+
+int ovs_volume_reindex(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1];
+	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
+
+	return rc < 0 ? rc : index_add(esc, v->store);
 }
 
 /* ---- open and list --------------------------------------------------------- */
