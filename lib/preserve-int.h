@@ -24,8 +24,6 @@ struct ovs_layer {
 	unsigned long seq;	/* temp names in work */
 };
 
-#define OVS_WHITEOUT_BASE	"wh-base"
-#define OVS_TMP_NAME_MAX	64
 
 /* Open path (relative to SRC's root, "" = the root) beneath SRC without
  * following any symlink or crossing a mount: a racing rename can never
