@@ -247,10 +247,10 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 			  const struct stat *st)
 {
 	char tmp[OVS_TMP_NAME_MAX], **names = NULL;
-	const char *existing = NULL, *sbase;
+	const char *existing = NULL, *ebase = NULL, *sbase;
 	struct stat cst;
 	size_t n = 0, i;
-	int rc, sdir;
+	int rc, sdir, edir = -1;
 
 	rc = ovs_hlmap_names(m, l->srcfd, path, &names, &n);
 	if (rc < 0)
@@ -264,7 +264,15 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 			break;
 		}
 	}
-	if (!existing) {
+	if (existing) {
+		/* Linked to from its parent: its path may be longer than a
+		 * path reaches. */
+		edir = ovs_upper_parent(l, existing, false, &ebase);
+		if (edir < 0) {
+			rc = edir;
+			goto out;
+		}
+	} else {
 		sdir = ovs_src_open_parent(l, path, &sbase);
 		if (sdir < 0) {
 			rc = sdir;
@@ -285,15 +293,15 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 		if (src_stat(l, names[i], &nst) < 0 ||
 		    !same_object(&nst, st) || ovs_covered(l, names[i]) != 0)
 			continue;
-		rc = existing ? link_name_to(l, l->upperfd, existing, names[i])
+		rc = existing ? link_name_to(l, edir, ebase, names[i])
 			      : link_name_to(l, l->workfd, tmp, names[i]);
 		if (rc < 0)
 			goto fail;
 	}
 	if (existing) {
-		rc = link_name_to(l, l->upperfd, existing, path);
+		rc = link_name_to(l, edir, ebase, path);
 	} else {
-			const char *ubase;
+		const char *ubase;
 		int udir = ovs_upper_parent(l, path, true, &ubase);
 
 		if (udir < 0) {
@@ -308,6 +316,8 @@ fail:
 	if (!existing)
 		ovs_discard(l, tmp);
 out:
+	if (edir >= 0)
+		close(edir);
 	ovs_hlmap_names_free(names, n);
 	return rc;
 }
