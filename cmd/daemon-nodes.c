@@ -268,56 +268,57 @@ struct dnode *node_find(dev_t dev, ino_t ino)
 	return n;
 }
 
-int node_path(struct dnode *n, char *buf, size_t len)
+int node_path(struct dnode *n, char **out)
 {
-	const char *parts[PATH_MAX / 2];
-	size_t nparts = 0, pos = 0;
+	struct dnode *p;
+	size_t len = 0, pos;
+	char *buf;
 	int rc = 0;
 
+	*out = NULL;
 	pthread_mutex_lock(&D.nodes_lock);
-	for (; n != D.root; n = n->parent) {
-		if (!n->name || !n->parent) {
+	for (p = n; p != D.root; p = p->parent) {
+		if (!p->name || !p->parent) {
 			rc = -ENOENT;
 			goto out;
 		}
-		if (nparts == sizeof(parts) / sizeof(parts[0])) {
-			rc = -ENAMETOOLONG;
-			goto out;
-		}
-		parts[nparts++] = n->name;
+		len += strlen(p->name) + 1;
 	}
-	buf[0] = 0;
-	while (nparts--) {
-		size_t l = strlen(parts[nparts]);
+	/* Built from the end: names and a slash between each two. */
+	pos = len ? len - 1 : 0;
+	buf = malloc(pos + 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	buf[pos] = '\0';
+	for (p = n; p != D.root; p = p->parent) {
+		size_t l = strlen(p->name);
 
-		if (pos + l + 2 > len) {
-			rc = -ENAMETOOLONG;
-			goto out;
-		}
+		pos -= l;
+		memcpy(buf + pos, p->name, l);
 		if (pos)
-			buf[pos++] = '/';
-		memcpy(buf + pos, parts[nparts], l);
-		pos += l;
-		buf[pos] = 0;
+			buf[--pos] = '/';
 	}
+	*out = buf;
 out:
 	pthread_mutex_unlock(&D.nodes_lock);
 	return rc;
 }
 
-int node_child_path(struct dnode *parent, const char *name, char *buf, size_t len)
+int node_child_path(struct dnode *parent, const char *name, char **out)
 {
-	int rc = node_path(parent, buf, len);
-	size_t pos;
+	char *dir, *path;
+	int rc = node_path(parent, &dir);
 
+	*out = NULL;
 	if (rc < 0)
 		return rc;
-	pos = strlen(buf);
-	if (pos + strlen(name) + 2 > len)
-		return -ENAMETOOLONG;
-	if (pos)
-		buf[pos++] = '/';
-	strcpy(buf + pos, name);
+	rc = asprintf(&path, "%s%s%s", dir, *dir ? "/" : "", name);
+	free(dir);
+	if (rc < 0)
+		return -ENOMEM;
+	*out = path;
 	return 0;
 }
 

@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "walk.h"
 
 #define PROC_FD_PATH(buf, fd) snprintf(buf, sizeof(buf), "/proc/self/fd/%d", fd)
 
@@ -151,12 +153,12 @@ static int preserve_failed(int rc, const char *what, const char *path)
 /* Rule 1 for the object of node n, in the preserve phase. */
 static int preserve_node(struct dnode *n, const char *what)
 {
-	char path[PATH_MAX];
+	char *path;
 	int rc;
 
 	if (!pres_layer || n->covered_epoch == pres_epoch)
 		return 0;
-	rc = node_path(n, path, sizeof(path));
+	rc = node_path(n, &path);
 	if (rc == -ENOENT)
 		return 0;	/* no name left: not part of the tree any more */
 	if (rc < 0)
@@ -165,19 +167,27 @@ static int preserve_node(struct dnode *n, const char *what)
 	 * damage to the snapshot: make sure the name is still ours. */
 	if (*path) {
 		struct stat st;
+		int fd = ovs_open_beneath(D.srcfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC,
+					  RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
 
-		if (fstatat(D.srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    st.st_dev != n->dev || st.st_ino != n->ino) {
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != n->dev ||
+		    st.st_ino != n->ino) {
 			dlog(LOG_ERR, "cannot preserve before %s: the name %s of inode %llu "
 			     "is out of date", what, path, (unsigned long long)n->ino);
+			if (fd >= 0)
+				close(fd);
+			free(path);
 			return EIO;
 		}
+		close(fd);
 	}
 	rc = ovs_preserve_object(pres_layer, D.hlmap, path);
 	if (rc < 0)
-		return preserve_failed(rc, what, path);
-	__atomic_store_n(&n->covered_epoch, pres_epoch, __ATOMIC_RELEASE);
-	return 0;
+		rc = preserve_failed(rc, what, path);
+	else
+		__atomic_store_n(&n->covered_epoch, pres_epoch, __ATOMIC_RELEASE);
+	free(path);
+	return rc;
 }
 
 /*
@@ -593,17 +603,18 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* Rule 2 before a new name: ns_change_begin() and the preserve phase;
  * ns_change_end() in every case. */
-static int create_begin(struct dnode *parent, const char *name, char *path, size_t len)
+static int create_begin(struct dnode *parent, const char *name, char **path)
 {
 	int rc, err = ns_change_begin();
 
 	if (!err)
 		do {
-			rc = node_child_path(parent, name, path, len);
+			free(*path);
+			rc = node_child_path(parent, name, path);
 			if (rc < 0)
 				err = -rc;
 			if (!err)
-				err = preserve_path(ovs_preserve_name, path, "create");
+				err = preserve_path(ovs_preserve_name, *path, "create");
 		} while (preserve_again(&err));
 	return err;
 }
@@ -616,7 +627,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 {
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
-	char path[PATH_MAX];
+	char *path = NULL;
 	int rc, err = 0;
 
 	/* Rule 14: a 0/0 character device reads as a whiteout. */
@@ -624,7 +635,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = create_begin(parent, name, path, sizeof(path));
+	err = create_begin(parent, name, &path);
 	if (!err) {
 		rc = identity_become(req, kind != MAKE_SYMLINK);
 		if (rc == 0) {
@@ -646,6 +657,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 			undo_entry(parent, name, kind == MAKE_DIR, NULL, "create");
 	}
 	ns_change_end();
+	free(path);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -670,10 +682,13 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 /* The path and state of parent/name before an unlink (dir false) or an
  * rmdir (dir true): 0, or the errno the removal fails with. */
-static int entry_to_remove(struct dnode *parent, const char *name, bool dir, char *path,
-			   size_t len, struct stat *st)
+static int entry_to_remove(struct dnode *parent, const char *name, bool dir, char **path,
+			   struct stat *st)
 {
-	int rc = node_child_path(parent, name, path, len);
+	int rc;
+
+	free(*path);
+	rc = node_child_path(parent, name, path);
 
 	if (rc < 0)
 		return -rc;
@@ -689,14 +704,14 @@ static int entry_to_remove(struct dnode *parent, const char *name, bool dir, cha
 static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
-	char path[PATH_MAX], *other = NULL;
+	char *path = NULL, *other = NULL;
 	struct stat st;
 	int rc, err = 0;
 
 	err = ns_change_begin();
 	if (!err)
 		do {
-			err = entry_to_remove(parent, name, false, path, sizeof(path), &st);
+			err = entry_to_remove(parent, name, false, &path, &st);
 			if (!err)
 				err = preserve_path(ovs_preserve_object, path, "unlink");
 		} while (preserve_again(&err));
@@ -715,20 +730,21 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	}
 	ns_change_end();
 	free(other);
+	free(path);
 	fuse_reply_err(req, err);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
-	char path[PATH_MAX];
+	char *path = NULL;
 	struct stat st;
 	int rc, err = 0;
 
 	err = ns_change_begin();
 	if (!err)
 		do {
-			err = entry_to_remove(parent, name, true, path, sizeof(path), &st);
+			err = entry_to_remove(parent, name, true, &path, &st);
 			/* Empty under change_lock: nothing can be created in it
 			 * until the rmdir is done (rule 3). */
 			if (!err) {
@@ -748,6 +764,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	if (!err)
 		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL);
 	ns_change_end();
+	free(path);
 	fuse_reply_err(req, err);
 }
 
@@ -766,7 +783,7 @@ struct rename_args {
 	struct dnode *parent, *newparent;
 	const char *name, *newname;
 	unsigned int flags;
-	char from[PATH_MAX], to[PATH_MAX];
+	char *from, *to;	/* paths from SRC of any length, freed by the caller */
 	struct stat st_from, st_to;
 	bool target_exists;
 };
@@ -777,9 +794,12 @@ static int rename_prepare(struct rename_args *a)
 	int rc, err = 0;
 
 	a->target_exists = false;
-	rc = node_child_path(a->parent, a->name, a->from, sizeof(a->from));
+	free(a->from);
+	free(a->to);
+	a->to = NULL;
+	rc = node_child_path(a->parent, a->name, &a->from);
 	if (rc == 0)
-		rc = node_child_path(a->newparent, a->newname, a->to, sizeof(a->to));
+		rc = node_child_path(a->newparent, a->newname, &a->to);
 	if (rc < 0)
 		return -rc;
 	if (fstatat(a->parent->fd, a->name, &a->st_from, AT_SYMLINK_NOFOLLOW) < 0)
@@ -838,6 +858,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		} while (preserve_again(&err));
 	if (err == RENAME_NOTHING) {
 		ns_change_end();
+		free(a.from);
+		free(a.to);
 		fuse_reply_err(req, 0);
 		return;
 	}
@@ -871,6 +893,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	}
 	ns_change_end();
 	free(other);
+	free(a.from);
+	free(a.to);
 	fuse_reply_err(req, err);
 }
 
@@ -884,7 +908,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
  */
 static void eperm_evidence(struct dnode *n, const char *what, const char *name, bool xattr)
 {
-	char path[PATH_MAX];
+	char *path = NULL;
 	struct stat st;
 
 	if (stat_node(n, &st) < 0)
@@ -893,28 +917,32 @@ static void eperm_evidence(struct dnode *n, const char *what, const char *name, 
 			    S_ISDIR(st.st_mode)
 		  : !S_ISDIR(st.st_mode))
 		return;
-	if (node_path(n, path, sizeof(path)) < 0)
-		strcpy(path, "(no name)");
+	node_path(n, &path);
 	dlog(LOG_ERR, "%s %s on %s: EPERM; node %p is inode %llu type %#o, its fd "
-	     "holds inode %llu mode %#o nlink %llu", what, name, *path ? path : "/", (void *)n,
+	     "holds inode %llu mode %#o nlink %llu", what, name,
+	     !path ? "(no name)" : *path ? path : "/", (void *)n,
 	     (unsigned long long)n->ino, (unsigned)n->type, (unsigned long long)st.st_ino,
 	     (unsigned)st.st_mode, (unsigned long long)st.st_nlink);
+	free(path);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 		    const char *newname)
 {
 	struct dnode *n = node_of(ino), *newparent = node_of(newparent_ino);
-	char from[PATH_MAX], to[PATH_MAX], proc[64];
+	char *from = NULL, *to = NULL, proc[64];
 	struct fuse_entry_param e;
 	int rc, err = 0;
 
 	err = ns_change_begin();
 	if (!err)
 		do {
-			rc = node_path(n, from, sizeof(from));
+			free(from);
+			free(to);
+			to = NULL;
+			rc = node_path(n, &from);
 			if (rc == 0)
-				rc = node_child_path(newparent, newname, to, sizeof(to));
+				rc = node_child_path(newparent, newname, &to);
 			if (rc < 0)
 				err = -rc;
 			if (!err)
@@ -940,6 +968,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 			undo_entry(newparent, newname, false, to, "link");
 	}
 	ns_change_end();
+	free(from);
+	free(to);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -1049,10 +1079,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
 	struct dhandle *h = NULL;
-	char path[PATH_MAX];
+	char *path = NULL;
 	int fd = -1, rc, err = 0;
 
-	err = create_begin(parent, name, path, sizeof(path));
+	err = create_begin(parent, name, &path);
 	if (!err) {
 		rc = identity_become(req, true);
 		if (rc == 0) {
@@ -1070,6 +1100,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 			undo_entry(parent, name, false, NULL, "create");
 	}
 	ns_change_end();
+	free(path);
 	if (!err) {
 		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags));
 		if (!h) {

@@ -121,11 +121,12 @@ uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
 /* The node of an object already known, by identity, or NULL. */
 struct dnode *node_find(dev_t dev, ino_t ino);
-/* Path relative to SRC ("" for the root); -ENOENT when the object has no
- * known name any more.  Caller holds change_lock so names are stable. */
-int node_path(struct dnode *n, char *buf, size_t len);
-/* Path of parent/name. */
-int node_child_path(struct dnode *parent, const char *name, char *buf, size_t len);
+/* Path relative to SRC ("" for the root), of any length, into *out (the
+ * caller frees it); -ENOENT when the object has no known name any more,
+ * -ENOMEM.  Caller holds change_lock so names are stable. */
+int node_path(struct dnode *n, char **out);
+/* Path of parent/name, the same way. */
+int node_child_path(struct dnode *parent, const char *name, char **out);
 /* Name bookkeeping after a change to SRC succeeded (caller holds
  * change_lock).  Nodes are found by identity: a lookup racing the change
  * may have added one meanwhile. */

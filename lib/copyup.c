@@ -23,53 +23,69 @@
 #include <unistd.h>
 
 #include "preserve-int.h"
+#include "walk.h"
 
 #define SRC_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
 		     RESOLVE_NO_XDEV)
 
-int ovs_src_open(const struct ovs_layer *l, const char *path, int flags)
+/* Open path beneath dirfd as a SRC object: no symlink, no mount crossed,
+ * O_NOATIME where the caller may. */
+static int src_open_at(int dirfd, const char *path, int flags)
 {
-	struct open_how how = {
-		.flags = flags | O_CLOEXEC | O_NOFOLLOW,
-		.resolve = SRC_RESOLVE,
-	};
 	int fd;
 
+	flags |= O_CLOEXEC | O_NOFOLLOW;
 	/* O_NOATIME keeps the snapshot's own reads out of SRC's atimes; it
 	 * fails with EPERM only for a caller without CAP_FOWNER. */
-	if (!(flags & O_PATH))
-		how.flags |= O_NOATIME;
-	fd = syscall(SYS_openat2, l->srcfd, *path ? path : ".", &how, sizeof(how));
-	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
-		how.flags &= ~O_NOATIME;
-		fd = syscall(SYS_openat2, l->srcfd, *path ? path : ".", &how, sizeof(how));
+	if (!(flags & O_PATH)) {
+		fd = ovs_open_beneath(dirfd, path, flags | O_NOATIME, SRC_RESOLVE);
+		if (fd != -EPERM)
+			return fd;
 	}
-	if (fd < 0)
-		return -errno;
-	return fd;
+	return ovs_open_beneath(dirfd, path, flags, SRC_RESOLVE);
 }
 
-int ovs_src_open_parent(const struct ovs_layer *l, const char *path, char *pbuf,
-			const char **base)
+int ovs_src_open(const struct ovs_layer *l, const char *path, int flags)
 {
-	char *slash;
+	return src_open_at(l->srcfd, path, flags);
+}
+
+int ovs_upper_open(const struct ovs_layer *l, const char *path, int flags)
+{
+	return ovs_open_beneath(l->upperfd, path, flags | O_CLOEXEC | O_NOFOLLOW,
+				RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+				RESOLVE_NO_XDEV);
+}
+
+const char *ovs_path_base(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The parent's part of path (a copy, "" for a name at the top), or NULL
+ * out of memory. */
+static char *path_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return strndup(path, slash ? (size_t)(slash - path) : 0);
+}
+
+int ovs_src_open_parent(const struct ovs_layer *l, const char *path, const char **base)
+{
+	char *parent = path_parent(path);
 	int fd;
 
-	if (strlen(path) >= PATH_MAX)
-		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
-	strcpy(pbuf, path);
-	slash = strrchr(pbuf, '/');
-	if (slash) {
-		*slash = '\0';
-		*base = path + (slash - pbuf) + 1;
-	} else {
-		pbuf[0] = '\0';
-		*base = path;
-	}
-	fd = ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY);
+	if (!parent)
+		return ovs_err(ENOMEM, "out of memory");
+	*base = ovs_path_base(path);
+	fd = ovs_src_open(l, parent, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
-		return ovs_err(-fd, "open %s in the source: %s", *pbuf ? pbuf : ".",
-			       strerror(-fd));
+		fd = ovs_err(-fd, "open %s in the source: %s", *parent ? parent : ".",
+			     strerror(-fd));
+	free(parent);
 	return fd;
 }
 
@@ -667,22 +683,23 @@ int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
 
 /* ---- parents in the upper ------------------------------------------------- */
 
-int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *pbuf,
-		     const char **base)
+int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, const char **base)
 {
-	char *comp, *slash;
-	int cur, rc;
+	char *pbuf, *comp, *slash;
+	int cur, scur = -1, rc;
 
-	if (strlen(path) >= PATH_MAX)
-		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
-	strcpy(pbuf, path);
+	*base = ovs_path_base(path);
+	pbuf = strdup(path);
+	if (!pbuf)
+		return ovs_err(ENOMEM, "out of memory");
 	slash = strrchr(pbuf, '/');
-	*base = slash ? path + (slash - pbuf) + 1 : path;
 	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
-		return ovs_err(errno, "dup: %m");
+	if (cur < 0) {
+		rc = ovs_err(errno, "dup: %m");
+		goto out;
+	}
 	if (!slash)
-		return cur;
+		goto out;
 	*slash = '\0';
 	for (comp = pbuf; comp; ) {
 		char *next = strchr(comp, '/');
@@ -694,18 +711,23 @@ int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *p
 		if (fd < 0 && errno == ENOENT && create) {
 			/* Missing in the upper: SRC's directory at this prefix
 			 * is unchanged since the snapshot (any change would
-			 * have preserved it), so copy its metadata now. */
+			 * have preserved it), so copy its metadata now.  The
+			 * first one is opened from SRC's root, the ones below
+			 * it (missing too) each from the one above. */
 			char tmp[OVS_TMP_NAME_MAX];
 			struct stat st;
-			int sfd = ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY);
+			int sfd = scur < 0 ? ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY)
+					   : src_open_at(scur, comp, O_RDONLY | O_DIRECTORY);
 
 			if (sfd < 0) {
 				rc = ovs_err(-sfd, "open %s in the source: %s", pbuf,
 					     strerror(-sfd));
 				goto fail;
 			}
+			if (scur >= 0)
+				close(scur);
+			scur = sfd;
 			rc = ovs_copy_to_work(l, sfd, "", false, &st, tmp);
-			close(sfd);
 			if (rc < 0)
 				goto fail;
 			rc = ovs_install(l, tmp, &st, cur, comp);
@@ -723,8 +745,13 @@ int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *p
 			*next = '/';
 		comp = next ? next + 1 : NULL;
 	}
-	return cur;
+	goto out;
 fail:
 	close(cur);
-	return rc;
+	cur = rc;
+out:
+	if (scur >= 0)
+		close(scur);
+	free(pbuf);
+	return cur;
 }

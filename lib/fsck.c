@@ -27,6 +27,7 @@
 #include "control.h"
 #include "merge.h"
 #include "fsck.h"
+#include "walk.h"
 
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
@@ -137,58 +138,57 @@ static int64_t ts_ns(const struct timespec *ts)
 typedef void (*walk_fn)(struct fsck *ck, void *ctx, int dirfd, const char *name,
 			const char *path, const struct stat *st);
 
-/*
- * Call fn for dirfd itself (name "", path "") and everything below it,
- * without following symlinks or crossing into another filesystem.
- */
-static void walk_dir(struct fsck *ck, void *ctx, int dirfd, const char *path, dev_t dev,
-		     walk_fn fn, const char *what)
+struct fsck_walk {
+	struct fsck *ck;
+	void *ctx;
+	dev_t dev;
+	walk_fn fn;
+};
+
+static int fsck_walk_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
+			   struct ovs_walk_dir *child)
 {
-	struct dirent *d;
-	DIR *dir;
-	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	struct fsck_walk *w = arg;
+	struct stat st;
 
-	if (fd < 0 || !(dir = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		finding(ck, OVS_FSCK_WARNING, NULL, path, "walk", NULL,
-			"%s: cannot read the directory: %m", what);
-		return;
-	}
-	rewinddir(dir);
-	while ((d = readdir(dir))) {
-		char child[PATH_MAX];
-		struct stat st;
-
-		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
-			continue;
-		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", path, *path ? "/" : "",
-				     d->d_name) >= sizeof(child))
-			continue;
-		if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;	/* raced with a removal */
-		fn(ck, ctx, fd, d->d_name, child, &st);
-		if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
-			int sub = openat(fd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					 O_CLOEXEC);
-
-			if (sub >= 0) {
-				walk_dir(ck, ctx, sub, child, dev, fn, what);
-				close(sub);
-			}
-		}
-	}
-	closedir(dir);
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;	/* raced with a removal */
+	w->fn(w->ck, w->ctx, d->fd, name, path, &st);
+	if (!S_ISDIR(st.st_mode) || st.st_dev != w->dev)
+		return 0;
+	child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return child->fd < 0 ? 0 : OVS_WALK_DESCEND;
 }
 
+/* What cannot be read is not checked: go on with the rest. */
+static int fsck_walk_read_error(void *arg, struct ovs_walk_dir *d, const char *path, int err)
+{
+	return 0;
+}
+
+static const struct ovs_walk_ops fsck_walk_ops = {
+	.entry = fsck_walk_entry,
+	.read_error = fsck_walk_read_error,
+};
+
+/*
+ * Call fn for rootfd itself (name "", path "") and everything below it,
+ * without following symlinks or crossing into another filesystem.
+ */
 static void walk_tree(struct fsck *ck, void *ctx, int rootfd, walk_fn fn, const char *what)
 {
+	struct fsck_walk w = { .ck = ck, .ctx = ctx, .fn = fn };
+	struct ovs_walk_dir root = { .aux = -1 };
 	struct stat st;
 
 	if (fstat(rootfd, &st) < 0)
 		return;
+	w.dev = st.st_dev;
 	fn(ck, ctx, rootfd, "", "", &st);
-	walk_dir(ck, ctx, rootfd, "", st.st_dev, fn, what);
+	root.fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root.fd < 0 || ovs_walk(&root, "", &fsck_walk_ops, &w) < 0)
+		finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
+			"%s: cannot read the directory: %m", what);
 }
 
 /* The names of the xattrs of dirfd/name into buf; <0 if none readable. */
@@ -463,7 +463,7 @@ static bool layer_planted(struct fsck *ck, int layersfd, uint64_t id)
 		int fd;
 
 		snprintf(rel, sizeof(rel), "%" PRIu64 "%s", id, parts[k]);
-		fd = ovs_open_beneath(layersfd, rel, O_PATH, 0);
+		fd = ovs_store_open_beneath(layersfd, rel, O_PATH, 0);
 		if (fd >= 0) {
 			close(fd);
 			continue;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "preserve-int.h"
+#include "walk.h"
 
 #define HANDLE_MAX	128	/* MAX_HANDLE_SZ */
 
@@ -74,37 +75,28 @@ static int get_key(int dirfd, const char *name, struct hl_key *k)
 	return 0;
 }
 
+#define SRC_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
+		     RESOLVE_NO_XDEV)
+
 /* Resolve path beneath SRC (no symlinks, no mounts) to parent fd + base. */
-static int open_parent(int srcfd, const char *path, char *buf, const char **base)
+static int open_parent(int srcfd, const char *path, const char **base)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
-	};
-	char *slash;
+	const char *slash = strrchr(path, '/');
+	char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
 	int fd;
 
-	if (strlen(path) >= PATH_MAX)
-		return -ENAMETOOLONG;
-	strcpy(buf, path);
-	slash = strrchr(buf, '/');
-	if (slash) {
-		*slash = '\0';
-		*base = path + (slash - buf) + 1;
-	} else {
-		strcpy(buf, ".");
-		*base = path;
-	}
-	fd = syscall(SYS_openat2, srcfd, buf, &how, sizeof(how));
-	return fd < 0 ? -errno : fd;
+	if (!parent)
+		return -ENOMEM;
+	*base = slash ? slash + 1 : path;
+	fd = ovs_open_beneath(srcfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, SRC_RESOLVE);
+	free(parent);
+	return fd;
 }
 
 static int key_of_path(int srcfd, const char *path, struct hl_key *k, struct stat *st)
 {
-	char buf[PATH_MAX];
 	const char *base;
-	int dfd = open_parent(srcfd, path, buf, &base), rc = 0;
+	int dfd = open_parent(srcfd, path, &base), rc = 0;
 
 	if (dfd < 0)
 		return dfd;
@@ -296,70 +288,48 @@ static int note_nlink(struct scan *s, struct hl_entry *e, nlink_t nlink)
 	return 0;
 }
 
-static int scan_dir(struct scan *s, int dirfd, const char *path)
+static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
+		      struct ovs_walk_dir *child)
 {
-	struct dirent *de;
-	DIR *dir;
-	int rc = 0, fd;
+	struct scan *s = arg;
+	struct stat st;
+	int rc;
 
-	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 || !(dir = fdopendir(fd))) {
-		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
-		if (fd >= 0)
-			close(fd);
-		return rc;
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "stat %s: %m", path);
+	if (st.st_dev != s->dev)
+		return 0;	/* a mount point: not ours (rule 15) */
+	if (S_ISDIR(st.st_mode)) {
+		child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+				   O_NOATIME);
+		if (child->fd < 0)
+			return ovs_err(errno, "open %s: %m", path);
+		return OVS_WALK_DESCEND;
 	}
-	while (errno = 0, (de = readdir(dir))) {
-		char child[PATH_MAX];
-		struct stat st;
+	if (st.st_nlink > 1) {
+		struct hl_key k;
+		struct hl_entry *e;
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (snprintf(child, sizeof(child), "%s%s%s", path, *path ? "/" : "",
-			     de->d_name) >= (int)sizeof(child)) {
-			rc = ovs_err(ENAMETOOLONG, "%s/%s: path too long", path, de->d_name);
-			break;
-		}
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno == ENOENT)
-				continue;
-			rc = ovs_err(errno, "stat %s: %m", child);
-			break;
-		}
-		if (st.st_dev != s->dev)
-			continue;	/* a mount point: not ours (rule 15) */
-		if (S_ISDIR(st.st_mode)) {
-			int cfd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY |
-					 O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-
-			if (cfd < 0) {
-				rc = ovs_err(errno, "open %s: %m", child);
-				break;
-			}
-			rc = scan_dir(s, cfd, child);
-			close(cfd);
-			if (rc < 0)
-				break;
-		} else if (st.st_nlink > 1) {
-			struct hl_key k;
-			struct hl_entry *e;
-
-			rc = get_key(dirfd, de->d_name, &k);
-			if (rc < 0) {
-				rc = ovs_err(-rc, "file handle of %s: %s", child, strerror(-rc));
-				break;
-			}
-			e = lookup_or_add(s->m, &k);
-			if (!e || add_name(e, child) < 0 || note_nlink(s, e, st.st_nlink) < 0) {
-				rc = ovs_err(ENOMEM, "hard link map: out of memory");
-				break;
-			}
-		}
+		rc = get_key(d->fd, name, &k);
+		if (rc < 0)
+			return ovs_err(-rc, "file handle of %s: %s", path, strerror(-rc));
+		e = lookup_or_add(s->m, &k);
+		if (!e || add_name(e, path) < 0 || note_nlink(s, e, st.st_nlink) < 0)
+			return ovs_err(ENOMEM, "hard link map: out of memory");
 	}
-	if (rc == 0 && errno)
-		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
-	closedir(dir);
-	return rc;
+	return 0;
+}
+
+static const struct ovs_walk_ops scan_ops = { .entry = scan_entry };
+
+static int scan_tree(struct scan *s, int dirfd)
+{
+	struct ovs_walk_dir root = { .aux = -1 };
+
+	root.fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+	if (root.fd < 0)
+		return ovs_err(errno, "read .: %m");
+	return ovs_walk(&root, "", &scan_ops, s);
 }
 
 int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
@@ -375,7 +345,7 @@ int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
 	if (rc < 0)
 		return ovs_err(-rc, "hard link map: out of memory");
 	s.dev = st.st_dev;
-	rc = scan_dir(&s, srcfd, "");
+	rc = scan_tree(&s, srcfd);
 	if (rc < 0) {
 		ovs_hlmap_free(s.m);
 		free(s.nl);

@@ -42,6 +42,7 @@
 #include "control.h"
 #include "merge.h"
 #include "views.h"
+#include "walk.h"
 
 /* Times of a directory of the older layer from before the merge touched
  * it; overlayfs hides trusted.overlay.* names it does not know. */
@@ -93,80 +94,6 @@ static void note_entry(struct merge_ctx *c)
 	c->st.entries++;
 	if (c->progress && c->st.entries % 1024 == 0)
 		c->progress(c->arg, c->st.entries, c->total);
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void names_free(char **names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* The names in the directory fd (sorted, for a reproducible order).  The
- * fd's position is rewound first so it can be read again. */
-static int list_names(int fd, const char *path, char ***out, size_t *nout)
-{
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *d;
-	DIR *dir;
-	int dfd;
-
-	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return ovs_err(errno, "merge: open %s: %m", *path ? path : "/");
-	dir = fdopendir(dfd);
-	if (!dir) {
-		close(dfd);
-		return ovs_err(errno, "merge: open %s: %m", *path ? path : "/");
-	}
-	while ((errno = 0, d = readdir(dir))) {
-		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			char **nv = realloc(names, ncap * sizeof(*nv));
-
-			if (!nv)
-				goto nomem;
-			names = nv;
-			cap = ncap;
-		}
-		if (!(names[n] = strdup(d->d_name)))
-			goto nomem;
-		n++;
-	}
-	if (errno) {
-		int err = errno;
-
-		closedir(dir);
-		names_free(names, n);
-		return ovs_err(err, "merge: read %s: %s", *path ? path : "/", strerror(err));
-	}
-	closedir(dir);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_names);
-	*out = names;
-	*nout = n;
-	return 0;
-nomem:
-	closedir(dir);
-	names_free(names, n);
-	return ovs_err(ENOMEM, "merge: out of memory");
-}
-
-static char *join(const char *path, const char *name)
-{
-	char *s;
-
-	if (asprintf(&s, "%s%s%s", path, *path ? "/" : "", name) < 0)
-		return NULL;
-	return s;
 }
 
 static int open_dir_at(int dirfd, const char *name, const char *path)
@@ -253,178 +180,211 @@ static int saved_times_restore(int fd, const char *path, const struct dir_times 
 /* ---- the check before the first change ------------------------------------ */
 
 /*
- * Walk the newer layer (and the older layer's directories where both have
- * one) and refuse what this merge does not understand: redirects and
- * metacopy entries, which ovsnap never writes.  Counts the entries for the
- * progress report.
+ * Walk the newer layer (d->fd; and the older layer's directories where
+ * both have one, d->aux) and refuse what this merge does not understand:
+ * redirects and metacopy entries, which ovsnap never writes.  Counts the
+ * entries for the progress report.
  */
-static int precheck(struct merge_ctx *c, int afd, int bfd, const char *path)
+static int precheck_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *sub,
+			  struct ovs_walk_dir *child)
 {
-	char **names = NULL;
-	size_t n = 0, i;
-	int rc;
+	struct merge_ctx *c = arg;
+	int afd = d->aux, bfd = d->fd;
+	struct stat bst, ast;
 
-	rc = list_names(bfd, path, &names, &n);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < n && rc == 0; i++) {
-		char *sub = join(path, names[i]);
-		struct stat bst, ast;
-		int a2 = -1, b2;
+	c->total++;
+	if (fstatat(bfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0)
+		return ovs_err(errno, "merge: stat %s: %m", sub);
+	if (S_ISDIR(bst.st_mode) || S_ISREG(bst.st_mode)) {
+		const char *attr = S_ISDIR(bst.st_mode) ? OVL_XATTR_REDIRECT : OVL_XATTR_METACOPY;
 
-		if (!sub) {
-			rc = ovs_err(ENOMEM, "merge: out of memory");
-			break;
-		}
-		c->total++;
-		if (fstatat(bfd, names[i], &bst, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = ovs_err(errno, "merge: stat %s: %m", sub);
-		} else if (S_ISDIR(bst.st_mode) || S_ISREG(bst.st_mode)) {
-			const char *attr = S_ISDIR(bst.st_mode) ? OVL_XATTR_REDIRECT :
-							       OVL_XATTR_METACOPY;
-
-			if (has_xattr(bfd, names[i], attr))
-				rc = ovs_err(EOPNOTSUPP, "merge: %s in the newer layer has %s: "
-					     "layers with redirects or metacopy are not supported",
-					     sub, attr);
-		}
-		if (rc == 0 && S_ISDIR(bst.st_mode)) {
-			if (afd >= 0 && fstatat(afd, names[i], &ast, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(ast.st_mode)) {
-				if (has_xattr(afd, names[i], OVL_XATTR_REDIRECT))
-					rc = ovs_err(EOPNOTSUPP, "merge: %s in the older layer has "
-						     "%s: layers with redirects are not supported",
-						     sub, OVL_XATTR_REDIRECT);
-				else if ((a2 = open_dir_at(afd, names[i], sub)) < 0)
-					rc = a2;
-			}
-			if (rc == 0) {
-				b2 = open_dir_at(bfd, names[i], sub);
-				if (b2 < 0) {
-					rc = b2;
-				} else {
-					rc = precheck(c, a2, b2, sub);
-					close(b2);
-				}
-			}
-			if (a2 >= 0)
-				close(a2);
-		}
-		free(sub);
+		if (has_xattr(bfd, name, attr))
+			return ovs_err(EOPNOTSUPP, "merge: %s in the newer layer has %s: "
+				       "layers with redirects or metacopy are not supported",
+				       sub, attr);
 	}
-	names_free(names, n);
-	return rc;
+	if (!S_ISDIR(bst.st_mode))
+		return 0;
+	if (afd >= 0 && fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(ast.st_mode)) {
+		if (has_xattr(afd, name, OVL_XATTR_REDIRECT))
+			return ovs_err(EOPNOTSUPP, "merge: %s in the older layer has %s: layers "
+				       "with redirects are not supported", sub, OVL_XATTR_REDIRECT);
+		child->aux = open_dir_at(afd, name, sub);
+		if (child->aux < 0)
+			return child->aux;
+	}
+	child->fd = open_dir_at(bfd, name, sub);
+	if (child->fd < 0) {
+		if (child->aux >= 0)
+			close(child->aux);
+		return child->fd;
+	}
+	return OVS_WALK_DESCEND;
 }
+
+static const struct ovs_walk_ops precheck_ops = {
+	.entry = precheck_entry,
+	.sorted = true,
+};
 
 /* ---- the merge itself ---------------------------------------------------------- */
 
-static int merge_dir(struct merge_ctx *c, int afd, int bfd, const char *path)
+/* Walk levels: d->fd is the newer layer's directory (B, read), d->aux the
+ * older one's (A); d->times the saved times of A's. */
+#define MERGE_SAVED	1u	/* A's times are saved (in d->times and an xattr) */
+#define MERGE_B_OPAQUE	2u	/* B's directory is opaque: A's turns opaque when done */
+
+/* Descend into A's and B's directories name: open both, load A's saved
+ * times. */
+static int merge_descend(int afd, int bfd, const char *name, const char *sub, bool b_opaque,
+			 struct ovs_walk_dir *child)
 {
-	struct dir_times times;
-	char **names = NULL;
-	size_t n = 0, i;
-	int saved, rc;
+	struct dir_times t = { 0 };
+	int saved;
 
-	saved = saved_times_load(afd, path, &times);
-	if (saved < 0)
-		return saved;
-	rc = list_names(bfd, path, &names, &n);
-	if (rc < 0)
-		return rc;
-
-	for (i = 0; i < n && rc == 0; i++) {
-		const char *name = names[i];
-		char *sub = join(path, name);
-		struct stat ast, bst;
-		int a2, b2, opaque, b_opaque;
-
-		if (!sub) {
-			rc = ovs_err(ENOMEM, "merge: out of memory");
-			break;
-		}
-		note_entry(c);
-		if (fstatat(bfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = ovs_err(errno, "merge: stat %s in the newer layer: %m", sub);
-			goto next;
-		}
-		if (fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT) {
-				rc = ovs_err(errno, "merge: stat %s in the older layer: %m", sub);
-				goto next;
-			}
-			/* Only B has it: move it, whatever it is. */
-			if (!saved) {
-				rc = saved_times_store(afd, path, &times);
-				if (rc < 0)
-					goto next;
-				saved = 1;
-			}
-			if (renameat2(bfd, name, afd, name, RENAME_NOREPLACE) < 0) {
-				rc = ovs_err(errno, "merge: move %s into the older layer: %m", sub);
-				goto next;
-			}
-			step();
-			c->st.moved++;
-			goto next;
-		}
-		if (!S_ISDIR(ast.st_mode)) {
-			/* A's whiteout or non-directory hides B's entry. */
-			c->st.discarded++;
-			goto next;
-		}
-		opaque = ovl_is_opaque_at(afd, name);
-		if (opaque < 0) {
-			rc = opaque;
-			goto next;
-		}
-		if (opaque) {
-			c->st.discarded++;
-			goto next;
-		}
-		if (!S_ISDIR(bst.st_mode)) {
-			/* A plain directory over B's whiteout or non-directory:
-			 * A:B showed A's directory alone. */
-			rc = ovl_set_opaque_at(afd, name);
-			if (rc == 0) {
-				step();
-				c->st.opaqued++;
-			}
-			goto next;
-		}
-		b_opaque = ovl_is_opaque_at(bfd, name);
-		if (b_opaque < 0) {
-			rc = b_opaque;
-			goto next;
-		}
-		a2 = open_dir_at(afd, name, sub);
-		if (a2 < 0) {
-			rc = a2;
-			goto next;
-		}
-		b2 = open_dir_at(bfd, name, sub);
-		if (b2 < 0) {
-			close(a2);
-			rc = b2;
-			goto next;
-		}
-		rc = merge_dir(c, a2, b2, sub);
-		close(a2);
-		close(b2);
-		if (rc == 0 && b_opaque) {
-			/* Only now: an opaque A directory means "done here". */
-			rc = ovl_set_opaque_at(afd, name);
-			if (rc == 0) {
-				step();
-				c->st.opaqued++;
-			}
-		}
-next:
-		free(sub);
+	child->aux = open_dir_at(afd, name, sub);
+	if (child->aux < 0)
+		return child->aux;
+	child->fd = open_dir_at(bfd, name, sub);
+	if (child->fd < 0) {
+		close(child->aux);
+		return child->fd;
 	}
-	names_free(names, n);
-	if (rc == 0 && saved)
-		rc = saved_times_restore(afd, path, &times);
-	return rc;
+	saved = saved_times_load(child->aux, sub, &t);
+	if (saved < 0) {
+		close(child->aux);
+		close(child->fd);
+		return saved;
+	}
+	child->flags = (saved ? MERGE_SAVED : 0) | (b_opaque ? MERGE_B_OPAQUE : 0);
+	child->times[0] = t.ts[0];
+	child->times[1] = t.ts[1];
+	return OVS_WALK_DESCEND;
+}
+
+static int merge_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *sub,
+		       struct ovs_walk_dir *child)
+{
+	struct merge_ctx *c = arg;
+	int afd = d->aux, bfd = d->fd, opaque, b_opaque, rc;
+	struct stat ast, bst;
+
+	note_entry(c);
+	if (fstatat(bfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0)
+		return ovs_err(errno, "merge: stat %s in the newer layer: %m", sub);
+	if (fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			return ovs_err(errno, "merge: stat %s in the older layer: %m", sub);
+		/* Only B has it: move it, whatever it is. */
+		if (!(d->flags & MERGE_SAVED)) {
+			struct dir_times t = { 0 };
+			const char *slash = strrchr(sub, '/');
+			char *path = strndup(sub, slash ? (size_t)(slash - sub) : 0);
+
+			rc = path ? saved_times_store(afd, path, &t)
+				  : ovs_err(ENOMEM, "merge: out of memory");
+			free(path);
+			if (rc < 0)
+				return rc;
+			d->times[0] = t.ts[0];
+			d->times[1] = t.ts[1];
+			d->flags |= MERGE_SAVED;
+		}
+		if (renameat2(bfd, name, afd, name, RENAME_NOREPLACE) < 0)
+			return ovs_err(errno, "merge: move %s into the older layer: %m", sub);
+		step();
+		c->st.moved++;
+		return 0;
+	}
+	if (!S_ISDIR(ast.st_mode)) {
+		/* A's whiteout or non-directory hides B's entry. */
+		c->st.discarded++;
+		return 0;
+	}
+	opaque = ovl_is_opaque_at(afd, name);
+	if (opaque < 0)
+		return opaque;
+	if (opaque) {
+		c->st.discarded++;
+		return 0;
+	}
+	if (!S_ISDIR(bst.st_mode)) {
+		/* A plain directory over B's whiteout or non-directory: A:B
+		 * showed A's directory alone. */
+		rc = ovl_set_opaque_at(afd, name);
+		if (rc == 0) {
+			step();
+			c->st.opaqued++;
+		}
+		return rc;
+	}
+	b_opaque = ovl_is_opaque_at(bfd, name);
+	if (b_opaque < 0)
+		return b_opaque;
+	return merge_descend(afd, bfd, name, sub, b_opaque, child);
+}
+
+/* All of B's directory is merged into A's: restore A's times, then (only
+ * now: an opaque A directory means "done here") mark it opaque if B's
+ * was. */
+static int merge_leave(void *arg, struct ovs_walk_dir *d, struct ovs_walk_dir *parent,
+		       const char *path)
+{
+	struct merge_ctx *c = arg;
+	int rc;
+
+	if (d->flags & MERGE_SAVED) {
+		struct dir_times t = { { d->times[0], d->times[1] } };
+
+		rc = saved_times_restore(d->aux, path, &t);
+		if (rc < 0)
+			return rc;
+	}
+	if (parent && (d->flags & MERGE_B_OPAQUE)) {
+		rc = ovl_set_opaque_at(parent->aux, d->name);
+		if (rc < 0)
+			return rc;
+		step();
+		c->st.opaqued++;
+	}
+	return 0;
+}
+
+static const struct ovs_walk_ops merge_ops = {
+	.entry = merge_entry,
+	.leave = merge_leave,
+	.sorted = true,
+};
+
+/* Walk the layers' roots (the caller's fds, kept) with ops. */
+static int walk_layers(struct merge_ctx *c, int olderfd, int newerfd, bool load_times,
+		       const struct ovs_walk_ops *ops)
+{
+	struct ovs_walk_dir root = { .fd = -1, .aux = -1 };
+
+	root.aux = openat(olderfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root.aux < 0)
+		return ovs_err(errno, "merge: open /: %m");
+	root.fd = openat(newerfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root.fd < 0) {
+		close(root.aux);
+		return ovs_err(errno, "merge: open /: %m");
+	}
+	if (load_times) {
+		struct dir_times t = { 0 };
+		int saved = saved_times_load(root.aux, "", &t);
+
+		if (saved < 0) {
+			close(root.aux);
+			close(root.fd);
+			return saved;
+		}
+		root.flags = saved ? MERGE_SAVED : 0;
+		root.times[0] = t.ts[0];
+		root.times[1] = t.ts[1];
+	}
+	return ovs_walk(&root, "", ops, c);
 }
 
 int ovs_merge_layers(int olderfd, int newerfd, unsigned flags,
@@ -441,11 +401,11 @@ int ovs_merge_layers(int olderfd, int newerfd, unsigned flags,
 		return ovs_err(EXDEV, "merge: the layers are on different filesystems");
 	if (ast.st_ino == bst.st_ino)
 		return ovs_err(EINVAL, "merge: a layer cannot be merged into itself");
-	rc = precheck(&c, olderfd, newerfd, "");
+	rc = walk_layers(&c, olderfd, newerfd, false, &precheck_ops);
 	if (rc < 0)
 		return rc;
 	/* The roots always merge: overlayfs ignores opaque on layer roots. */
-	rc = merge_dir(&c, olderfd, newerfd, "");
+	rc = walk_layers(&c, olderfd, newerfd, true, &merge_ops);
 	if (rc < 0)
 		return rc;
 	if (progress)

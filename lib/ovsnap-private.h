@@ -134,9 +134,9 @@ int ovs_safe_dir_at(int dirfd, const char *name, const char *what);
 /* openat2 of rel below dirfd without following symlinks, leaving dirfd's
  * tree or crossing a mount (O_CLOEXEC added).  The fd, or -errno (-ELOOP,
  * -EXDEV for what it refuses); sets no message. */
-int ovs_open_beneath(int dirfd, const char *rel, int flags, mode_t mode);
+int ovs_store_open_beneath(int dirfd, const char *rel, int flags, mode_t mode);
 /* layers/<id>/upper and layers/<id>/work of the volume's store, opened
- * from its fd through ovs_open_beneath (flags: O_RDONLY, O_PATH,
+ * from its fd through ovs_store_open_beneath (flags: O_RDONLY, O_PATH,
  * O_NOATIME...; O_DIRECTORY added).  The fd, or -errno with a message. */
 int ovs_snapshot_open_upper(const struct ovs_volume *v, uint64_t id, int flags);
 int ovs_snapshot_open_work(const struct ovs_volume *v, uint64_t id, int flags);

@@ -24,22 +24,24 @@ struct ovs_layer {
 	unsigned long seq;	/* temp names in work */
 };
 
-#define OVS_WHITEOUT_BASE	"wh-base"
-#define OVS_TMP_NAME_MAX	64
 
 /* Open path (relative to SRC's root, "" = the root) beneath SRC without
  * following any symlink or crossing a mount: a racing rename can never
  * lead the daemon outside SRC. */
 int ovs_src_open(const struct ovs_layer *l, const char *path, int flags);
-/* Split path into its parent (opened in SRC, O_DIRECTORY) and *base. */
-int ovs_src_open_parent(const struct ovs_layer *l, const char *path, char *pbuf,
-			const char **base);
+/* Split path into its parent (opened in SRC, O_DIRECTORY) and *base
+ * (pointing into path). */
+int ovs_src_open_parent(const struct ovs_layer *l, const char *path, const char **base);
+/* Open path (relative to the upper's root) beneath the upper, following
+ * no symlink: fd or -errno. */
+int ovs_upper_open(const struct ovs_layer *l, const char *path, int flags);
+/* The last component of path. */
+const char *ovs_path_base(const char *path);
 
 /* The upper directory that holds path's entry; with create, directories
  * missing in the upper are first made as metadata copies of SRC's (rule 7
- * for each parent they are added to).  *base points into pbuf. */
-int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, char *pbuf,
-		     const char **base);
+ * for each parent they are added to).  *base points into path. */
+int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, const char **base);
 
 /* Build a copy of sdirfd/name in the work dir under a temp name (written
  * to tmp): content, owner, mode, xattrs (trusted.overlay.* escaped), the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "preserve-int.h"
+#include "walk.h"
 
 int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flags,
 		   struct ovs_layer **out)
@@ -98,17 +99,19 @@ bool ovs_layer_cloned(const struct ovs_layer *l)
 
 int ovs_coverage_at(int upperfd, const char *path)
 {
-	char buf[PATH_MAX], *comp;
+	char *buf, *comp;
 	int cur, rc;
 
 	if (!*path)
 		return ovl_is_opaque_at(upperfd, "") > 0 ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
-	if (strlen(path) >= sizeof(buf))
-		return ovs_err(ENAMETOOLONG, "%s: path too long", path);
-	strcpy(buf, path);
+	buf = strdup(path);
+	if (!buf)
+		return ovs_err(ENOMEM, "out of memory");
 	cur = fcntl(upperfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
+	if (cur < 0) {
+		free(buf);
 		return ovs_err(errno, "dup: %m");
+	}
 	for (comp = buf; ; ) {
 		char *next = strchr(comp, '/');
 		struct stat st;
@@ -146,6 +149,7 @@ int ovs_coverage_at(int upperfd, const char *path)
 		comp = next + 1;
 	}
 	close(cur);
+	free(buf);
 	return rc;
 }
 
@@ -178,9 +182,14 @@ static bool same_object(const struct stat *a, const struct stat *b)
 static bool upper_copy_of(struct ovs_layer *l, const char *path, ino_t ino)
 {
 	char buf[160], want[40];
+	const char *base;
 	ssize_t n;
+	int udir = ovs_upper_parent(l, path, false, &base);
 
-	n = ovs_lgetxattrat(l->upperfd, path, OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	if (udir < 0)
+		return false;
+	n = ovs_lgetxattrat(udir, base, OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	close(udir);
 	if (n < 0)
 		return false;
 	buf[n] = '\0';
@@ -191,19 +200,19 @@ static bool upper_copy_of(struct ovs_layer *l, const char *path, ino_t ino)
 /* Copy up one object with a single name (or a directory's metadata). */
 static int copy_up_one(struct ovs_layer *l, const char *path, bool opaque)
 {
-	char sbuf[PATH_MAX], ubuf[PATH_MAX], tmp[OVS_TMP_NAME_MAX];
+	char tmp[OVS_TMP_NAME_MAX];
 	const char *sbase, *ubase;
 	struct stat st;
 	int sdir, udir, rc;
 
-	sdir = ovs_src_open_parent(l, path, sbuf, &sbase);
+	sdir = ovs_src_open_parent(l, path, &sbase);
 	if (sdir < 0)
 		return sdir;
 	rc = ovs_copy_to_work(l, sdir, sbase, opaque, &st, tmp);
 	close(sdir);
 	if (rc < 0)
 		return ovs_err_keep(-rc, "preserve %s", path);
-	udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+	udir = ovs_upper_parent(l, path, true, &ubase);
 	if (udir < 0) {
 		ovs_discard(l, tmp);
 		return udir;
@@ -215,11 +224,10 @@ static int copy_up_one(struct ovs_layer *l, const char *path, bool opaque)
 
 static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from, const char *name)
 {
-	char ubuf[PATH_MAX];
 	const char *ubase;
 	int udir, rc;
 
-	udir = ovs_upper_parent(l, name, true, ubuf, &ubase);
+	udir = ovs_upper_parent(l, name, true, &ubase);
 	if (udir < 0)
 		return udir;
 	rc = ovs_link_into(l, fromdirfd, from, udir, ubase);
@@ -229,9 +237,8 @@ static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from, co
 
 static int src_stat(struct ovs_layer *l, const char *path, struct stat *st)
 {
-	char sbuf[PATH_MAX];
 	const char *sbase;
-	int sdir = ovs_src_open_parent(l, path, sbuf, &sbase), rc = 0;
+	int sdir = ovs_src_open_parent(l, path, &sbase), rc = 0;
 
 	if (sdir < 0)
 		return sdir;
@@ -249,11 +256,11 @@ static int src_stat(struct ovs_layer *l, const char *path, struct stat *st)
 static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
 			  const struct stat *st)
 {
-	char sbuf[PATH_MAX], tmp[OVS_TMP_NAME_MAX], **names = NULL;
-	const char *existing = NULL, *sbase;
+	char tmp[OVS_TMP_NAME_MAX], **names = NULL;
+	const char *existing = NULL, *ebase = NULL, *sbase;
 	struct stat cst;
 	size_t n = 0, i;
-	int rc, sdir;
+	int rc, sdir, edir = -1;
 
 	rc = ovs_hlmap_names(m, l->srcfd, path, &names, &n);
 	if (rc < 0)
@@ -267,8 +274,16 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 			break;
 		}
 	}
-	if (!existing) {
-		sdir = ovs_src_open_parent(l, path, sbuf, &sbase);
+	if (existing) {
+		/* Linked to from its parent: its path may be longer than a
+		 * path reaches. */
+		edir = ovs_upper_parent(l, existing, false, &ebase);
+		if (edir < 0) {
+			rc = edir;
+			goto out;
+		}
+	} else {
+		sdir = ovs_src_open_parent(l, path, &sbase);
 		if (sdir < 0) {
 			rc = sdir;
 			goto out;
@@ -288,17 +303,16 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *
 		if (src_stat(l, names[i], &nst) < 0 ||
 		    !same_object(&nst, st) || ovs_covered(l, names[i]) != 0)
 			continue;
-		rc = existing ? link_name_to(l, l->upperfd, existing, names[i])
+		rc = existing ? link_name_to(l, edir, ebase, names[i])
 			      : link_name_to(l, l->workfd, tmp, names[i]);
 		if (rc < 0)
 			goto fail;
 	}
 	if (existing) {
-		rc = link_name_to(l, l->upperfd, existing, path);
+		rc = link_name_to(l, edir, ebase, path);
 	} else {
-		char ubuf[PATH_MAX];
 		const char *ubase;
-		int udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+		int udir = ovs_upper_parent(l, path, true, &ubase);
 
 		if (udir < 0) {
 			rc = udir;
@@ -312,6 +326,8 @@ fail:
 	if (!existing)
 		ovs_discard(l, tmp);
 out:
+	if (edir >= 0)
+		close(edir);
 	ovs_hlmap_names_free(names, n);
 	return rc;
 }
@@ -341,11 +357,10 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *pa
 
 static int make_opaque(struct ovs_layer *l, const char *path)
 {
-	char ubuf[PATH_MAX];
 	const char *ubase;
 	int udir, rc;
 
-	udir = ovs_upper_parent(l, path, false, ubuf, &ubase);
+	udir = ovs_upper_parent(l, path, false, &ubase);
 	if (udir < 0)
 		return udir;
 	rc = ovl_set_opaque_at(udir, ubase);
@@ -408,7 +423,6 @@ static int src_dir_is_empty(struct ovs_layer *l, const char *path)
 
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
 {
-	char ubuf[PATH_MAX];
 	const char *ubase;
 	struct stat st;
 	int rc, udir;
@@ -434,7 +448,7 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 	}
 	if (rc != -ENOENT)
 		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
-	udir = ovs_upper_parent(l, path, true, ubuf, &ubase);
+	udir = ovs_upper_parent(l, path, true, &ubase);
 	if (udir < 0)
 		return udir;
 	rc = ovs_whiteout_at(l, udir, ubase);
@@ -444,131 +458,99 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 
 /* ---- rule 4 ------------------------------------------------------------------ */
 
-static int join(char *buf, size_t len, const char *dir, const char *name)
-{
-	int n = *dir ? snprintf(buf, len, "%s/%s", dir, name) : snprintf(buf, len, "%s", name);
-
-	if (n >= (int)len)
-		return ovs_err(ENAMETOOLONG, "%s/%s: path too long", dir, name);
-	return 0;
-}
+struct merge_walk {
+	struct ovs_layer *l;
+	struct ovs_hlmap *m;
+};
 
 /*
- * Complete the upper directory udirfd (= path) from SRC's sdirfd: entries
- * already in the upper win (whiteouts stay), the rest is cloned, and the
- * directory turns opaque last, so an opaque directory is always complete
- * and a crash midway is finished by the next call.
+ * Completing an upper directory (d->aux) from SRC's (d->fd), one entry:
+ * entries already in the upper win (whiteouts stay), the rest is cloned.
+ * A directory to complete in turn is opened into child.
  */
-static int merge_dir(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
-		     int sdirfd, int udirfd)
+static int merge_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
+		       struct ovs_walk_dir *child)
 {
-	struct timespec times[2];
-	struct dirent *de;
-	DIR *dir;
-	int rc, dupfd;
+	struct merge_walk *w = arg;
+	struct ovs_layer *l = w->l;
+	int sdirfd = d->fd, udirfd = d->aux, rc;
+	char tmp[OVS_TMP_NAME_MAX];
+	struct stat sst, ust;
 
-	rc = ovs_upper_dir_times(udirfd, times);
-	if (rc < 0)
+	if (fstatat(sdirfd, name, &sst, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "stat %s: %m", path);
+	if (fstatat(udirfd, name, &ust, AT_SYMLINK_NOFOLLOW) == 0) {
+		int opaque;
+
+		if (!S_ISDIR(ust.st_mode))
+			return 0;	/* preserved before, or a whiteout */
+		opaque = ovl_is_opaque_at(udirfd, name);
+		if (opaque)
+			return 0;	/* complete already (or an error) */
+		if (!S_ISDIR(sst.st_mode))
+			/* SRC replaced it: the upper holds all it had. */
+			return ovl_set_opaque_at(udirfd, name);
+	} else if (!S_ISDIR(sst.st_mode)) {
+		if (w->m && sst.st_nlink > 1)
+			/* Rule 6: links inside the subtree stay linked. */
+			return copy_up_linked(l, w->m, path, &sst);
+		rc = ovs_copy_to_work(l, sdirfd, name, false, &sst, tmp);
+		if (rc == 0)
+			rc = ovs_install(l, tmp, &sst, udirfd, name);
 		return rc;
-	dupfd = openat(sdirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-	if (dupfd < 0 || !(dir = fdopendir(dupfd))) {
-		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
-		if (dupfd >= 0)
-			close(dupfd);
+	} else {
+		/* A mount point inside SRC shows as an empty dir (rule 15):
+		 * opaque, nothing below it copied. */
+		bool mountpoint = sst.st_dev != l->src_dev;
+
+		rc = ovs_copy_to_work(l, sdirfd, name, mountpoint, &sst, tmp);
+		if (rc == 0)
+			rc = ovs_install(l, tmp, &sst, udirfd, name);
+		if (rc < 0 || mountpoint)
+			return rc;
+	}
+	child->fd = openat(sdirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+			   O_NOATIME);
+	if (child->fd < 0)
+		return ovs_err(errno, "open %s: %m", path);
+	child->aux = openat(udirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (child->aux < 0) {
+		rc = ovs_err(errno, "open %s in the upper: %m", path);
+		close(child->fd);
 		return rc;
 	}
-	while (errno = 0, (de = readdir(dir))) {
-		char child[PATH_MAX], tmp[OVS_TMP_NAME_MAX];
-		struct stat sst, ust;
-		bool in_upper;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		rc = join(child, sizeof(child), path, de->d_name);
-		if (rc < 0)
-			goto out;
-		if (fstatat(sdirfd, de->d_name, &sst, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno == ENOENT)
-				continue;
-			rc = ovs_err(errno, "stat %s: %m", child);
-			goto out;
-		}
-		in_upper = fstatat(udirfd, de->d_name, &ust, AT_SYMLINK_NOFOLLOW) == 0;
-		if (in_upper) {
-			int opaque;
-
-			if (!S_ISDIR(ust.st_mode))
-				continue;	/* preserved before, or a whiteout */
-			opaque = ovl_is_opaque_at(udirfd, de->d_name);
-			if (opaque)
-				continue;	/* complete already (or an error) */
-			if (!S_ISDIR(sst.st_mode)) {
-				/* SRC replaced it: the upper holds all it had. */
-				rc = ovl_set_opaque_at(udirfd, de->d_name);
-				if (rc < 0)
-					goto out;
-				continue;
-			}
-		} else if (!S_ISDIR(sst.st_mode)) {
-			if (m && sst.st_nlink > 1) {
-				/* Rule 6: links inside the subtree stay linked. */
-				rc = copy_up_linked(l, m, child, &sst);
-			} else {
-				rc = ovs_copy_to_work(l, sdirfd, de->d_name, false, &sst, tmp);
-				if (rc == 0)
-					rc = ovs_install(l, tmp, &sst, udirfd, de->d_name);
-			}
-			if (rc < 0)
-				goto out;
-			continue;
-		} else {
-			/* A mount point inside SRC shows as an empty dir
-			 * (rule 15): opaque, nothing below it copied. */
-			bool mountpoint = sst.st_dev != l->src_dev;
-
-			rc = ovs_copy_to_work(l, sdirfd, de->d_name, mountpoint, &sst, tmp);
-			if (rc == 0)
-				rc = ovs_install(l, tmp, &sst, udirfd, de->d_name);
-			if (rc < 0)
-				goto out;
-			if (mountpoint)
-				continue;
-		}
-		{
-			int cs = openat(sdirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					O_CLOEXEC | O_NOATIME);
-			int cu = openat(udirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					O_CLOEXEC);
-
-			if (cs < 0 || cu < 0) {
-				rc = ovs_err(errno, "open %s: %m", child);
-			} else {
-				rc = merge_dir(l, m, child, cs, cu);
-			}
-			if (cs >= 0)
-				close(cs);
-			if (cu >= 0)
-				close(cu);
-			if (rc < 0)
-				goto out;
-		}
+	rc = ovs_upper_dir_times(child->aux, child->times);
+	if (rc < 0) {
+		close(child->fd);
+		close(child->aux);
+		return rc;
 	}
-	if (errno) {
-		rc = ovs_err(errno, "read %s: %m", *path ? path : ".");
-		goto out;
-	}
+	return OVS_WALK_DESCEND;
+}
+
+/* An upper directory is complete: it turns opaque last, so an opaque
+ * directory is always complete and a crash midway is finished by the next
+ * call. */
+static int merge_leave(void *arg, struct ovs_walk_dir *d, struct ovs_walk_dir *parent,
+		       const char *path)
+{
+	struct merge_walk *w = arg;
+	int rc;
+
+	(void)parent;
 	/* Entries durable before the flag that says "complete". */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(udirfd) < 0) {
-		rc = ovs_err(errno, "fsync %s in the upper: %m", path);
-		goto out;
-	}
-	rc = ovl_set_opaque_at(udirfd, "");
-	if (rc == 0 && futimens(udirfd, times) < 0)
+	if (!(w->l->flags & OVS_LAYER_NOSYNC) && fsync(d->aux) < 0)
+		return ovs_err(errno, "fsync %s in the upper: %m", path);
+	rc = ovl_set_opaque_at(d->aux, "");
+	if (rc == 0 && futimens(d->aux, d->times) < 0)
 		rc = ovs_err(errno, "restore times of %s in the upper: %m", path);
-out:
-	closedir(dir);
 	return rc;
 }
+
+static const struct ovs_walk_ops merge_ops = {
+	.entry = merge_entry,
+	.leave = merge_leave,
+};
 
 int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
 {
@@ -595,20 +577,28 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *p
 	sfd = ovs_src_open(l, path, O_RDONLY | O_DIRECTORY);
 	if (sfd < 0)
 		return ovs_err(-sfd, "open %s: %s", path, strerror(-sfd));
-	ufd = openat(l->upperfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ufd = ovs_upper_open(l, path, O_RDONLY | O_DIRECTORY);
 	if (ufd < 0) {
-		rc = ovs_err(errno, "open %s in the upper: %m", path);
 		close(sfd);
-		return rc;
+		return ovs_err(-ufd, "open %s in the upper: %s", path, strerror(-ufd));
 	}
-	/* One syncfs at the end instead of an fsync per parent entry: files
-	 * are still fsynced before they are moved in, and each directory
-	 * before it is marked opaque. */
-	l->batch = true;
-	rc = merge_dir(l, m, path, sfd, ufd);
-	l->batch = false;
-	close(sfd);
-	close(ufd);
+	{
+		struct ovs_walk_dir root = { .fd = sfd, .aux = ufd };
+		struct merge_walk w = { .l = l, .m = m };
+
+		rc = ovs_upper_dir_times(ufd, root.times);
+		if (rc < 0) {
+			close(sfd);
+			close(ufd);
+			return rc;
+		}
+		/* One syncfs at the end instead of an fsync per parent
+		 * entry: files are still fsynced before they are moved in,
+		 * and each directory before it is marked opaque. */
+		l->batch = true;
+		rc = ovs_walk(&root, path, &merge_ops, &w);
+		l->batch = false;
+	}
 	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->upperfd) < 0)
 		rc = ovs_err(errno, "sync the upper: %m");
 	return rc;

@@ -1,7 +1,7 @@
 /*
- * The preservation engine (DESIGN.md section 2) and the overlay layer
- * format it writes.  Used by the snapshot-mount daemon before every change
- * to SRC, and by merge and fsck for the layer format.
+ * The preservation engine (DESIGN.md section 2).  Used by the
+ * snapshot-mount daemon before every change to SRC.  The overlay layer
+ * format it writes (shared with merge and fsck) is in layer-format.h.
  *
  * Paths are relative to SRC's root: "" is the root itself, "a/b" a child.
  * They never start or end with '/', never contain "." or ".." components.
@@ -16,42 +16,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-/* ---- the overlay layer format ------------------------------------------ */
-
-#define OVL_XATTR_PREFIX	"trusted.overlay."
-#define OVL_XATTR_OPAQUE	"trusted.overlay.opaque"
-#define OVL_XATTR_REDIRECT	"trusted.overlay.redirect"
-/* An empty origin means "copied up, origin unknown".  Every directory the
- * engine makes carries one: overlayfs filters whiteouts out of a
- * directory's listing only when it may hold any (a merge, or an origin), so
- * an opaque directory without it would list its whiteouts as phantoms. */
-#define OVL_XATTR_ORIGIN	"trusted.overlay.origin"
-/* Escaped user xattr: trusted.overlay.X of a user file is stored as
- * trusted.overlay.overlay.X (kernel 6.7+ unescapes it). */
-#define OVL_XATTR_ESCAPE	"trusted.overlay.overlay."
-/* Identity of the original object: "ino=<n> ctime=<s>.<ns> btime=<s>.<ns>"
- * (btime=- when the filesystem has none).  overlayfs hides unknown
- * trusted.overlay.* names, so it never shows in a view. */
-#define OVS_XATTR_ORIGIN	"trusted.overlay.ovsnap.origin"
-
-/* A whiteout is a 0/0 character device (or a hard link to one). */
-static inline bool ovl_is_whiteout(const struct stat *st)
-{
-	return S_ISCHR(st->st_mode) && st->st_rdev == 0;
-}
-/* 1 if dirfd/name (a directory) carries the opaque xattr, 0 if not. */
-int ovl_is_opaque_at(int dirfd, const char *name);
-int ovl_set_opaque_at(int dirfd, const char *name);
-
-/* xattr calls on any object, symlinks included, without following it
- * (setxattrat & co. where the kernel has them, else /proc/self/fd).  name
- * "" means dirfd itself.  They return -errno and set no message: ENODATA,
- * ENOTSUP and ERANGE are ordinary answers to their callers. */
-ssize_t ovs_lgetxattrat(int dirfd, const char *name, const char *attr, void *buf, size_t len);
-ssize_t ovs_llistxattrat(int dirfd, const char *name, char *buf, size_t len);
-int ovs_lsetxattrat(int dirfd, const char *name, const char *attr, const void *val,
-		    size_t len, int flags);
-int ovs_lremovexattrat(int dirfd, const char *name, const char *attr);
+#include "layer-format.h"
 
 /* ---- a layer being written ----------------------------------------------- */
 

@@ -200,7 +200,7 @@ int ovs_safe_dir_at(int dirfd, const char *name, const char *what)
 	return fd;
 }
 
-int ovs_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+int ovs_store_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)flags | O_CLOEXEC,
@@ -227,7 +227,7 @@ static int open_layer_dir(const struct ovs_volume *v, uint64_t id, const char *w
 	if (v->dirfd < 0)
 		return ovs_err(ENOENT, "store %s of %s is missing", v->store, v->source);
 	snprintf(rel, sizeof(rel), "%s/%llu/%s", OVS_LAYERS_DIR, (unsigned long long)id, what);
-	fd = ovs_open_beneath(v->dirfd, rel, flags | O_DIRECTORY, 0);
+	fd = ovs_store_open_beneath(v->dirfd, rel, flags | O_DIRECTORY, 0);
 	if (fd == -ELOOP || fd == -EXDEV)
 		return ovs_err(-fd, "%s/%s: goes through a symbolic link or a mount point; "
 			       "refused: the store is opened without following either "

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ovsnap-private.h"
+#include "walk.h"
 
 #define EXTENTS_PER_CALL 128
 
@@ -86,55 +87,47 @@ static bool seen_before(struct usage *u, const struct stat *st)
 	return false;
 }
 
-static int add_dir(struct usage *u, int dfd)
+static int usage_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
+		       struct ovs_walk_dir *child)
 {
-	struct dirent *de;
-	DIR *d = fdopendir(dfd);
-	int rc = 0;
+	struct usage *u = arg;
+	struct stat st;
+	int fd;
 
-	if (!d) {
-		rc = -errno;
-		close(dfd);
-		return rc;
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (seen_before(u, &st))
+		return 0;
+	if (S_ISDIR(st.st_mode)) {
+		u->bytes += (uint64_t)st.st_blocks * 512;
+		child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+				   O_NOATIME);
+		return child->fd < 0 ? 0 : OVS_WALK_DESCEND;
 	}
-	while (rc == 0 && (de = readdir(d))) {
-		struct stat st;
-		int fd;
+	if (S_ISREG(st.st_mode) && st.st_blocks > 0) {
+		fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+		if (fd >= 0) {
+			int64_t own = unshared_bytes(fd);
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT)
-				rc = -errno;
-			continue;
-		}
-		if (seen_before(u, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			u->bytes += (uint64_t)st.st_blocks * 512;
-			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
-				    O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-			if (fd >= 0)
-				rc = add_dir(u, fd);
-			continue;
-		}
-		if (S_ISREG(st.st_mode) && st.st_blocks > 0) {
-			fd = openat(dirfd(d), de->d_name,
-				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-			if (fd >= 0) {
-				int64_t own = unshared_bytes(fd);
-
-				close(fd);
-				if (own >= 0) {
-					u->bytes += own;
-					continue;
-				}
+			close(fd);
+			if (own >= 0) {
+				u->bytes += own;
+				return 0;
 			}
 		}
-		u->bytes += (uint64_t)st.st_blocks * 512;
 	}
-	closedir(d);
-	return rc;
+	u->bytes += (uint64_t)st.st_blocks * 512;
+	return 0;
+}
+
+static const struct ovs_walk_ops usage_ops = { .entry = usage_entry };
+
+/* Add up everything below the directory dfd (taken over). */
+static int add_dir(struct usage *u, int dfd)
+{
+	struct ovs_walk_dir root = { .fd = dfd, .aux = -1 };
+
+	return ovs_walk(&root, "", &usage_ops, u);
 }
 
 /* The space of the layer at the directory fd (taken over). */
@@ -146,7 +139,7 @@ static int layer_space_fd(int fd, const char *upper, uint64_t *bytes)
 	rc = add_dir(&u, fd);
 	free(u.seen);
 	if (rc < 0)
-		return ovs_err(rc, "%s: %s", upper, strerror(-rc));
+		return ovs_err(-rc, "%s: %s", upper, strerror(-rc));
 	*bytes = u.bytes;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ovsnap-private.h"
+#include "walk.h"
 
 const char *ovs_state_dir(void)
 {
@@ -161,56 +162,77 @@ fail:
 	return rc;
 }
 
+struct remove_walk {
+	dev_t dev;
+	int rc;		/* the first error; the removal goes on past it */
+};
+
+static void remove_failed(struct remove_walk *w, int err)
+{
+	if (!w->rc)
+		w->rc = -err;
+}
+
+static int remove_entry(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
+			struct ovs_walk_dir *child)
+{
+	struct remove_walk *w = arg;
+	struct stat st;
+
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			remove_failed(w, errno);
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(d->fd, name, 0) < 0 && errno != ENOENT)
+			remove_failed(w, errno);
+		return 0;
+	}
+	if (st.st_dev != w->dev) {
+		remove_failed(w, EXDEV);
+		return 0;
+	}
+	child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (child->fd < 0) {
+		remove_failed(w, errno);
+		return 0;
+	}
+	return OVS_WALK_DESCEND;
+}
+
+/* A directory emptied: remove it from its parent (the root stays). */
+static int remove_leave(void *arg, struct ovs_walk_dir *d, struct ovs_walk_dir *parent,
+			const char *path)
+{
+	struct remove_walk *w = arg;
+
+	if (parent && unlinkat(parent->fd, d->name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		remove_failed(w, errno);
+	return 0;
+}
+
+static int remove_read_error(void *arg, struct ovs_walk_dir *d, const char *path, int err)
+{
+	remove_failed(arg, -err);
+	return 0;
+}
+
+static const struct ovs_walk_ops remove_ops = {
+	.entry = remove_entry,
+	.leave = remove_leave,
+	.read_error = remove_read_error,
+};
+
+/* Remove everything below the directory dirfd (taken over), in bounded
+ * stack for any depth. */
 static int remove_tree_fd(int dirfd, dev_t dev)
 {
-	DIR *d = fdopendir(dirfd);
-	struct dirent *de;
-	int rc = 0;
+	struct remove_walk w = { .dev = dev };
+	struct ovs_walk_dir root = { .fd = dirfd, .aux = -1 };
+	int rc = ovs_walk(&root, "", &remove_ops, &w);
 
-	if (!d) {
-		rc = -errno;
-		close(dirfd);
-		return rc;
-	}
-	while ((errno = 0, de = readdir(d))) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT && !rc)
-				rc = -errno;
-			continue;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			int fd;
-
-			if (st.st_dev != dev) {
-				if (!rc)
-					rc = -EXDEV;
-				continue;
-			}
-			fd = openat(dirfd, de->d_name,
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0) {
-				if (!rc)
-					rc = -errno;
-				continue;
-			}
-			int r = remove_tree_fd(fd, dev);
-
-			if (r < 0 && !rc)
-				rc = r;
-			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
-				rc = -errno;
-		} else if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT && !rc) {
-			rc = -errno;
-		}
-	}
-	if (errno && !rc)
-		rc = -errno;
-	closedir(d);
-	return rc;
+	return rc < 0 ? rc : w.rc;
 }
 
 int ovs_remove_tree_at(int dirfd, const char *name)

@@ -1,0 +1,142 @@
+#!/bin/bash
+# DESIGN.md rule 18, any depth and any name, through the live path as a
+# user: a tree deeper than a recursive walk survives (take, rename of its
+# top, activate, merge, drop, fsck), and every operation on a name of
+# NAME_MAX bytes and on a path of PATH_MAX - 1 bytes relative to the cwd
+# gives what the native filesystem gives, before and after a take.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_cmd python3
+ovs_require_cmd setpriv
+
+LONGNAMES=$OVSNAP_SRCDIR/tests/ts/deep/longnames.py
+# Levels of "t": deeper than the old recursive walks survived, while the
+# absolute paths (under $OVS_TMP) stay below PATH_MAX for the oracle.
+DEPTH=1990
+
+setUp() {
+	ovs_user || return
+	ovs_mkfs "${FSTYPE:-xfs}" || return
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	mkdir -p "$SRC" "$MF"
+	chown "$OVS_UID:$OVS_GID" "$SRC"
+}
+
+tearDown() {
+	ovs_teardown
+}
+
+# Take a snapshot and record the manifest of SRC as it is at the take.
+take_snapshot() {
+	"$OVS_MANIFEST" "$SRC" >"$MF/pending" || fail "manifest of $SRC"
+	ovs_run "$OVSNAP" take "$SRC"
+	ok "take"
+	mv "$MF/pending" "$MF/$OVS_OUT.manifest"
+}
+
+# ok WHAT: the last ovs_run exited 0 and printed nothing on stderr.
+ok() {
+	assertEquals "$1: exit status ($(ovs_ran))" 0 "$OVS_RC"
+	assertEquals "$1: stderr" "" "$OVS_ERR"
+}
+
+# low_fds CMD...: ovs_run CMD with an open file limit of 256.
+low_fds() {
+	ovs_run sh -c 'ulimit -n 256 && exec "$@"' sh "$@"
+}
+
+# as_user_in DIR CMD...: run CMD as the test user with DIR as its cwd.
+as_user_in() {
+	local dir=$1
+	shift
+	ovs_as_user sh -c 'cd "$1" && shift && exec "$@"' sh "$dir" "$@"
+}
+
+test_deep_tree() {
+	local deep top
+
+	deep=$(printf 't/%.0s' $(seq "$DEPTH"))
+	deep=${deep%/}
+	take_snapshot
+	as_user_in "$SRC" mkdir -p "$deep"
+	ok "mkdir -p of $DEPTH levels"
+	as_user_in "$SRC" sh -c 'echo bottom >"$1/f" && ln "$1/f" t/hl' sh "$deep"
+	ok "file at the bottom"
+	take_snapshot
+	# The clone of the whole subtree into the layer before the rename.
+	as_user_in "$SRC" mv t u
+	ok "rename of the top"
+	assertEquals "rename of the top: stdout" "" "$OVS_OUT"
+	as_user_in "$SRC" ls
+	ok "the daemon is alive after the rename"
+	assertEquals "SRC after the rename: stdout" "u" "$OVS_OUT"
+	top=${deep#t}
+	as_user_in "$SRC" cat "u$top/f"
+	ok "the bottom after the rename"
+	assertEquals "the bottom after the rename: stdout" "bottom" "$OVS_OUT"
+	ovs_oracle_check "$SRC" "$MF"
+
+	# The hard-link scan of activate walks the whole tree.
+	ovs_run "$OVSNAP" activate "$SRC"
+	ok "activate"
+	as_user_in "$SRC" cat "u$top/f"
+	ok "the bottom after activate"
+	assertEquals "the bottom after activate: stdout" "bottom" "$OVS_OUT"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	ok "deactivate"
+
+	# A walk holds a bounded number of fds at any depth: fewer than
+	# the tree has levels.
+	low_fds "$OVSNAP" fsck "$SRC"
+	ok "fsck"
+	low_fds "$OVSNAP" merge "$SRC" 1 2
+	ok "merge"
+	low_fds "$OVSNAP" fsck "$SRC"
+	ok "fsck after merge"
+	low_fds "$OVSNAP" drop "$SRC" 1
+	ok "drop"
+	ovs_run "$OVSNAP" list "$SRC"
+	ok "list"
+	low_fds "$OVSNAP" fsck "$SRC"
+	ok "fsck after drop"
+	ovs_run "$OVSNAP" activate "$SRC"
+	ok "activate after drop"
+	as_user_in "$SRC" rm -r u
+	ok "removal of the tree"
+}
+
+# compare_runs WHAT MODE: longnames.py MODE as the user at depth 1 below
+# SRC and in a native directory; the live path answers as the native one.
+compare_runs() {
+	local what=$1 mode=$2 native live
+
+	as_user_in "$OVS_MNT/native/c" python3 "$LONGNAMES" . "$mode"
+	ok "native run $what"
+	native=$OVS_OUT
+	# The test means something only if native succeeds where it should.
+	assertEquals "native run $what: failures other than ENAMETOOLONG" "" \
+		"$(printf '%s\n' "$native" | grep -v ': OK$' | grep -v 'too long: E')"
+	as_user_in "$SRC/c" python3 "$LONGNAMES" . "$mode"
+	ok "live run $what"
+	live=$OVS_OUT
+	assertEquals "live run $what answers as native" "" \
+		"$(diff <(printf '%s\n' "$native") <(printf '%s\n' "$live"))"
+}
+
+test_long_names_and_paths() {
+	mkdir -p "$OVS_MNT/native/c" "$SRC/c"
+	chown "$OVS_UID:$OVS_GID" "$OVS_MNT/native" "$OVS_MNT/native/c" "$SRC/c"
+	# New names (whiteouts in the layer), then changes of objects that
+	# existed at a take (preserved first).
+	take_snapshot
+	compare_runs "after the first take" make
+	take_snapshot
+	compare_runs "after a second take" change
+	as_user_in "$SRC" ls c
+	ok "the daemon is alive"
+	assertEquals "the daemon is alive: stdout" "$(ls "$OVS_MNT/native/c")" "$OVS_OUT"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+. "$SHUNIT2"
