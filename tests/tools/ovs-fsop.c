@@ -15,7 +15,9 @@
  * Exit 0 on success; on failure one line on stderr naming the errno, and
  * the exit status is the errno (so tests can tell EPERM from EXDEV).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

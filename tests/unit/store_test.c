@@ -2,7 +2,7 @@
  * Unit tests of the trust checks of DESIGN.md rule 20 (lib/store.c): which
  * directories ovs_safe_dir_open accepts as a store or a parent, how it
  * follows symlinks, what its one-line refusals say, and that
- * ovs_open_beneath follows no symlink.  Needs root (ownership); skips
+ * ovs_store_open_beneath follows no symlink.  Needs root (ownership); skips
  * (77) otherwise.
  */
 #include <errno.h>
@@ -129,14 +129,14 @@ int main(void)
 	/* below a checked directory: no symlink is followed */
 	snprintf(path, sizeof(path), "%s", top);
 	fd = open(path, O_RDONLY | O_DIRECTORY);
-	CHECK(ovs_open_beneath(fd, "link", O_RDONLY | O_DIRECTORY, 0) == -ELOOP,
-	      "ovs_open_beneath followed a symlink");
-	CHECK(ovs_open_beneath(fd, "ok/../../", O_RDONLY | O_DIRECTORY, 0) == -EXDEV,
-	      "ovs_open_beneath left its directory");
+	CHECK(ovs_store_open_beneath(fd, "link", O_RDONLY | O_DIRECTORY, 0) == -ELOOP,
+	      "ovs_store_open_beneath followed a symlink");
+	CHECK(ovs_store_open_beneath(fd, "ok/../../", O_RDONLY | O_DIRECTORY, 0) == -EXDEV,
+	      "ovs_store_open_beneath left its directory");
 	{
-		int ok = ovs_open_beneath(fd, "ok/sub", O_RDONLY | O_DIRECTORY, 0);
+		int ok = ovs_store_open_beneath(fd, "ok/sub", O_RDONLY | O_DIRECTORY, 0);
 
-		CHECK(ok >= 0, "ovs_open_beneath of a plain directory: %s", strerror(-ok));
+		CHECK(ok >= 0, "ovs_store_open_beneath of a plain directory: %s", strerror(-ok));
 		if (ok >= 0)
 			close(ok);
 	}
