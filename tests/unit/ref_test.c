@@ -64,7 +64,11 @@ int main(void)
 	expect(&v, "@-+1", -EINVAL);
 	expect(&v, "@newest", -EINVAL);
 	expect(&v, "", -EINVAL);
-	expect(&v, "-1", -EINVAL);
+	/* -N is @-N (a reference such as -1 given after --, issue 11 item 20) */
+	expect(&v, "-1", 7);
+	expect(&v, "-3", 2);
+	expect(&v, "-4", -ENOENT);
+	expect(&v, "-x", -EINVAL);
 	expect(&v, "a/b", -EINVAL);
 	expect(&v, "99999999999999999999999", -EINVAL);
 	expect(&empty, "@latest", -ENOENT);
