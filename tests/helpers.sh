@@ -637,14 +637,18 @@ ovs_snapshot_layers() {
 }
 
 # ovs_ctl REQUEST: send one request to the control socket of the daemon
-# this script started (the only socket in $OVSNAP_RUN_DIR) and print the
+# this script started (the only socket in $OVSNAP_RUN_DIR apart from
+# those of lazily detached daemons, detached-PID.sock) and print the
 # reply.  Test hooks need OVSNAPD_TEST_HOOKS=1 in the daemon's
 # environment.
 # The system's python3 first: a pyenv shim costs seconds on a loaded
 # machine, which a test holding the barrier cannot spend.
 ovs__python3=$(command -v /usr/bin/python3 || command -v python3 || echo python3)
 ovs_ctl() {
-	"$ovs__python3" - "$(ls "$OVSNAP_RUN_DIR"/*.sock)" "$1" <<'EOF'
+	local sock
+
+	sock=$(ls "$OVSNAP_RUN_DIR"/*.sock | grep -v '/detached-[0-9]*\.sock$')
+	"$ovs__python3" - "$sock" "$1" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
