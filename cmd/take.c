@@ -90,16 +90,17 @@ static int check_name(struct ovs_volume *v, const char *src)
 }
 
 /*
- * Two first takes of one SRC must not both set it up: the second waits
- * for the first (then takes a normal snapshot) or, with --no-wait, says
- * the volume is being set up.  A lock file per SRC in the run directory,
- * held until the take that set the volume up is done.  Returns the fd,
- * or -1 after printing the error.
+ * First takes run one at a time, whatever their SRC: two of one SRC must
+ * not both set it up (the second waits for the first, then takes a normal
+ * snapshot, or with --no-wait says a volume is being set up), and two of
+ * nested SRCs must not both pass the nesting check of rule 17 before
+ * either is registered.  One lock file in the run directory, held until
+ * the take that set its volume up is done.  Returns the fd, or -1 after
+ * printing the error.
  */
 static int setup_lock(const char *src)
 {
 	char path[PATH_MAX], note[64];
-	uint64_t h = 0xcbf29ce484222325ULL;
 	ssize_t n;
 	int fd, rc;
 
@@ -108,10 +109,7 @@ static int setup_lock(const char *src)
 		ovs_error_lib(rc, "take %s", src);
 		return -1;
 	}
-	for (const char *p = src; *p; p++)
-		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-	snprintf(path, sizeof(path), "%s/setup-%016llx.lock", ovs_run_dir(),
-		 (unsigned long long)h);
+	snprintf(path, sizeof(path), "%s/setup.lock", ovs_run_dir());
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		ovs_error("take %s: cannot open %s: %s", src, path, strerror(errno));
@@ -124,7 +122,7 @@ static int setup_lock(const char *src)
 			n = pread(fd, note, sizeof(note) - 1, 0);
 			note[n > 0 ? n : 0] = '\0';
 			note[strcspn(note, "\n")] = '\0';
-			ovs_error("take %s: the volume is being set up by another take%s%s%s; "
+			ovs_error("take %s: a volume is being set up by another take%s%s%s; "
 				  "try again when it is done (or leave out --no-wait)", src,
 				  *note ? " (pid " : "", note, *note ? ")" : "");
 		} else {
@@ -269,12 +267,19 @@ int cmd_take(int argc, const char **argv)
 		status = take_locked(v, src);
 	if (created && !ovs_daemon_running(v)) {
 		/* The setup failed half way (the snapshot mount never came
-		 * up): leave nothing behind, not even the store folder. */
+		 * up): leave nothing behind, not even the store folder.  A
+		 * daemon that is only slow to answer still has its mount
+		 * over SRC: then its store stays. */
+		char fstype[64] = "";
 		int rc = ovs_volume_lock_fd(v) >= 0 ? 0 : ovs_volume_lock(v, true, "take");
 
 		if (rc == 0) {
 			ovs_umount_dead(src);
-			rc = ovs_volume_remove_new(v);
+			if (ovs_is_mountpoint(src, fstype, sizeof(fstype)) > 0 &&
+			    strcmp(fstype, "fuse.ovsnap") == 0)
+				rc = ovs_err(EBUSY, "a snapshot mount is still over %s", src);
+			else
+				rc = ovs_volume_remove_new(v);
 		}
 		if (rc < 0)
 			ovs_error_lib(rc, "take %s: the failed setup could not be undone; "
