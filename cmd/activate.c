@@ -134,14 +134,31 @@ static struct poptOption deactivate_options[] = {
 static int deactivate_locked(struct ovs_volume *v)
 {
 	const char *src = ovs_volume_source(v);
+	char *lingering = NULL;
+	int64_t since = 0;
 	int rc, i;
 
+	/* The instant from which changes to SRC may be unprotected, taken
+	 * before the daemon lets go of SRC: a change made the moment it has
+	 * must not look older than the deactivation to fsck. */
+	if (ovs_volume_active(v)) {
+		rc = ovs_registry_deactivation_stamp(v, &since);
+		if (rc < 0) {
+			ovs_error_lib(rc, "deactivate %s", src);
+			return EXIT_FAIL;
+		}
+	}
 	if (ovs_daemon_running(v)) {
 		rc = ovs_daemon_stop(v, opt_lazy);
 		if (rc < 0) {
 			ovs_error_lib(rc, "deactivate %s", src);
 			return EXIT_FAIL;
 		}
+		/* Stopped, but still holding the filesystem: record the
+		 * deactivation all the same (SRC is unprotected now), then say
+		 * why the filesystem is still busy. */
+		if (rc > 0)
+			lingering = strdup(ovs_last_error());
 	}
 	/* Mounts of daemons that died: alone, or beneath the one just
 	 * stopped when activate mounted over them.  Take them away so SRC is
@@ -153,13 +170,20 @@ static int deactivate_locked(struct ovs_volume *v)
 	}
 	if (rc < 0) {
 		ovs_error_lib(rc, "deactivate %s", src);
+		free(lingering);
 		return EXIT_FAIL;
 	}
 	/* Recorded even when it was not active, so fsck knows from when on
 	 * changes to SRC are unprotected. */
-	rc = ovs_registry_set_active(v, false);
+	rc = ovs_registry_set_inactive_since(v, false, since);
 	if (rc < 0) {
 		ovs_error_lib(rc, "deactivate %s", src);
+		free(lingering);
+		return EXIT_FAIL;
+	}
+	if (lingering) {
+		ovs_error("deactivate %s: deactivated, but %s", src, lingering);
+		free(lingering);
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;

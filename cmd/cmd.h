@@ -100,7 +100,9 @@ bool ovs_daemon_running(struct ovs_volume *v);
 /* Start ovsnapd for v and wait until it has mounted over SRC. */
 int ovs_daemon_start(struct ovs_volume *v);
 /* Stop the daemon; unless lazy, return only once it has exited (closed
- * every fd on the filesystem), within a bound, or fail saying so. */
+ * every fd on the filesystem), within a bound.  -errno when it did not
+ * stop; 1 (the reason in ovs_last_error()) when it stopped serving SRC
+ * but had not exited within the bound. */
 int ovs_daemon_stop(struct ovs_volume *v, bool lazy);
 /* The running daemon's pid, from its status answer, or -errno. */
 pid_t ovs_daemon_pid(struct ovs_volume *v);

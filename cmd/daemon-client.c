@@ -143,9 +143,10 @@ int ovs_daemon_stop(struct ovs_volume *v, bool lazy)
 			       strerror(err));
 	if (rc == 0) {
 		daemon_log_path(v, log, sizeof(log));
-		return ovs_err(ETIMEDOUT, "the daemon (pid %d) unmounted %s but has not exited "
-			       "after %d s: it still holds files of the filesystem (see %s)",
-			       (int)pid, ovs_volume_source(v), DAEMON_EXIT_TIMEOUT_MS / 1000, log);
+		ovs_err(ETIMEDOUT, "the daemon (pid %d) unmounted %s but has not exited "
+			"after %d s: it still holds files of the filesystem (see %s)",
+			(int)pid, ovs_volume_source(v), DAEMON_EXIT_TIMEOUT_MS / 1000, log);
+		return 1;
 	}
 	return 0;
 }

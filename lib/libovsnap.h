@@ -141,6 +141,13 @@ int ovs_registry_add_snapshot(struct ovs_volume *v, const char *name, int rootfd
 			      uint64_t *id_out);
 int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id);
 int ovs_registry_set_active(struct ovs_volume *v, bool active);
+/* The instant of a switch-off, read from the filesystem's own clock (the
+ * ctime of a file written in the store), and set_active(false) recording
+ * an instant taken earlier (since_ns > 0; 0 takes one now).  A
+ * deactivation stamps before it stops the daemon: a stamp too early only
+ * widens the window fsck checks, one too late would hide changes. */
+int ovs_registry_deactivation_stamp(struct ovs_volume *v, int64_t *ns);
+int ovs_registry_set_inactive_since(struct ovs_volume *v, bool active, int64_t since_ns);
 int ovs_registry_set_hold(struct ovs_volume *v, uint64_t id, bool hold);
 
 /* ---- intent records ---------------------------------------------------- */

@@ -844,7 +844,7 @@ int ovs_registry_remove_snapshot(struct ovs_volume *v, uint64_t id)
  * large.  On another filesystem it is a coarse stamp, still never later
  * than a ctime that follows it.
  */
-static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
+int ovs_registry_deactivation_stamp(struct ovs_volume *v, int64_t *ns)
 {
 	const char *fake = getenv("OVSNAP_TEST_NOW");
 	struct stat st;
@@ -871,6 +871,11 @@ static int deactivation_stamp(struct ovs_volume *v, int64_t *ns)
 
 int ovs_registry_set_active(struct ovs_volume *v, bool active)
 {
+	return ovs_registry_set_inactive_since(v, active, 0);
+}
+
+int ovs_registry_set_inactive_since(struct ovs_volume *v, bool active, int64_t since_ns)
+{
 	struct ovs_registry next;
 	int rc;
 
@@ -885,8 +890,10 @@ int ovs_registry_set_active(struct ovs_volume *v, bool active)
 	 * in the snapshots taken before (fsck reports them); those after
 	 * the switch-on were.  The caller switches on once the snapshot
 	 * mount is up, so the recorded window can only be too wide. */
-	if (next.active && !active) {
-		rc = deactivation_stamp(v, &next.deactivated_ns);
+	if (next.active && !active && since_ns > 0) {
+		next.deactivated_ns = since_ns;
+	} else if (next.active && !active) {
+		rc = ovs_registry_deactivation_stamp(v, &next.deactivated_ns);
 		if (rc < 0) {
 			ovs_registry_clear(&next);
 			return rc;
