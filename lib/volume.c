@@ -597,6 +597,8 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		goto out;
 	}
 	rc = ovs_volume_open(c.src, out ? out : &v);
+	if (rc == 0 && out)
+		(*out)->created_storeroot = created_root;
 	if (!out)
 		ovs_volume_unref(v);
 	goto out;
@@ -625,15 +627,20 @@ out:
 /*
  * Undo a setup that failed after ovs_volume_create (the first activation):
  * the index entry and the store folder go, and the store root too when
- * nothing else is left in it.  Only a volume without snapshots; the
- * caller holds its lock.
+ * this setup made it and nothing else is left in it.  Only a volume whose
+ * registry, read again now, has no snapshots; the caller holds its lock.
  */
 int ovs_volume_remove_new(struct ovs_volume *v)
 {
-	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX], *parent, *slash;
+	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX], *parent, *slash, *what;
 	ssize_t n;
 	int pfd, rc;
 
+	/* The daemon may have registered a snapshot this process never
+	 * heard of (its reply lost): then the volume is not new. */
+	rc = ovs_registry_load(v);
+	if (rc < 0)
+		return rc;
 	if (v->reg.nsnaps > 0)
 		return ovs_err(EBUSY, "%s has snapshots: not removed", v->source);
 	rc = ovs_path_escape(v->source, esc, sizeof(esc));
@@ -656,18 +663,22 @@ int ovs_volume_remove_new(struct ovs_volume *v)
 		return ovs_err(EINVAL, "store folder %s: not a path", v->store);
 	}
 	*slash = '\0';
-	pfd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0) {
-		rc = ovs_err(errno, "cannot open %s: %m", *parent ? parent : "/");
+	if (asprintf(&what, "store %s", *parent ? parent : "/") < 0) {
 		free(parent);
-		return rc;
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	pfd = ovs_safe_dir_open(*parent ? parent : "/", what, 0);
+	free(what);
+	if (pfd < 0) {
+		free(parent);
+		return pfd;
 	}
 	rc = ovs_remove_tree_at(pfd, slash + 1);
 	if (rc == 0)
 		fsync(pfd);
 	close(pfd);
-	/* the default store of a filesystem that holds no other volume */
-	if (rc == 0 && rmdir(parent) == 0) {
+	/* A store root this setup made, now holding no other volume. */
+	if (rc == 0 && v->created_storeroot && rmdir(parent) == 0) {
 		slash = strrchr(parent, '/');
 		if (slash) {
 			*slash = '\0';
