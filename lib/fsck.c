@@ -156,7 +156,13 @@ static int fsck_walk_entry(void *arg, struct ovs_walk_dir *d, const char *name, 
 	w->fn(w->ck, w->ctx, d->fd, name, path, &st);
 	if (!S_ISDIR(st.st_mode) || st.st_dev != w->dev)
 		return 0;
-	child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NOATIME: a layer's atimes are the snapshot's, and reading a
+	 * directory would overwrite them (EPERM for a caller who owns
+	 * neither the directory nor CAP_FOWNER: then without). */
+	child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+			   O_NOATIME);
+	if (child->fd < 0 && errno == EPERM)
+		child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return child->fd < 0 ? 0 : OVS_WALK_DESCEND;
 }
 
