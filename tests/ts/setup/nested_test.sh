@@ -34,6 +34,38 @@ test_take_inside_a_volume_is_refused() {
 	assertNotEquals "the inner directory is no volume" 0 "$OVS_RC"
 }
 
+# First takes of a directory and of one inside it at once: both would
+# pass the nesting check before either is registered, unless first takes
+# run one at a time.  The test holds the lock they share, starts both,
+# lets them go: exactly one volume comes of it.  (They must not inherit
+# the descriptor of the held lock, or they would wait for themselves.)
+test_concurrent_nested_first_takes() {
+	local p1 p2 rc1 rc2 ino
+
+	mkdir -p "$OVSNAP_RUN_DIR"
+	exec 8>>"$OVSNAP_RUN_DIR/setup.lock"
+	flock -x 8
+	"$OVSNAP" take "$D" >"$OVS_TMP/out1" 2>&1 8>&- &
+	p1=$!
+	"$OVSNAP" take "$D/inner" >"$OVS_TMP/out2" 2>&1 8>&- &
+	p2=$!
+	# Both wait for the lock: two blocked waiters on its inode.
+	ino=$(stat -c %i "$OVSNAP_RUN_DIR/setup.lock")
+	ovs_wait_until 60 "[ \$(awk -v ino=$ino '\$2 == \"->\" && \$7 ~ (\":\" ino \"\$\")' /proc/locks | wc -l) -ge 2 ]"
+	assertEquals "both first takes wait for the setup lock" 0 $?
+	assertEquals "no volume set up while the lock is held" "" "$(store_folders)"
+	exec 8>&-
+	wait "$p1"
+	rc1=$?
+	wait "$p2"
+	rc2=$?
+	assertEquals "exactly one of the two nested first takes succeeds ($rc1: $(cat "$OVS_TMP/out1"); $rc2: $(cat "$OVS_TMP/out2"))" \
+		1 "$(( (rc1 == 0) + (rc2 == 0) ))"
+	assertEquals "one store folder" 1 "$(store_folders | wc -w)"
+	assertContains "the refused one names the other volume" \
+		"$(cat "$OVS_TMP/out1" "$OVS_TMP/out2")" "volume $D"
+}
+
 test_take_around_a_volume_is_refused() {
 	ovs_run "$OVSNAP" take "$D/inner"
 	assertEquals "take of the inner volume: $(ovs_ran)" 0 "$OVS_RC"
