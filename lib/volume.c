@@ -786,9 +786,10 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 		return ovs_err(ENOMEM, "out of memory");
 	rc = open_store_dir(v, esc);
 	if (rc < 0) {
-		if (rc == -EACCES || rc == -EPERM)
-			rc = ovs_err(-rc, "store %s: %s (not readable by this user)",
-				     folder, strerror(-rc));
+		/* EPERM is the store checks' "unsafe", with its own message. */
+		if (rc == -EACCES)
+			rc = ovs_err(EACCES, "store %s: %s (not readable by this user)",
+				     folder, strerror(EACCES));
 		else if (rc == -ENOENT)
 			rc = ovs_err(ENOENT, "store %s is missing: %s", folder, strerror(ENOENT));
 		ovs_volume_unref(v);
@@ -830,7 +831,7 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 	if (!v)
 		return NULL;
 	rc = open_store_dir(v, name);
-	if (rc == -ENOENT || rc == -EACCES || rc == -EPERM) {
+	if (rc == -ENOENT || rc == -EACCES) {
 		/* A user who may not read the store must not be told that
 		 * it is gone. */
 		if (asprintf(&v->problem, "%s", rc == -ENOENT ? "store missing" :
