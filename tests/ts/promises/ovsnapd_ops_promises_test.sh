@@ -270,8 +270,10 @@ test_promise_ovsnapd_status_reply() {
 	exec 5<"$SRC/file"
 	st=$(ovs_ctl status)
 	exec 5<&-
-	assertTrue "status is 'ok pid= layer= epoch= open= deferred= barrier= preserving=' ($st)" \
-		"echo '$st' | grep -qxE 'ok pid=[0-9]+ layer=1 epoch=2 open=1 deferred=0 barrier=0 preserving=0'"
+	assertTrue "status is 'ok pid= layer= epoch= open= deferred= barrier= preserving= fusedev= src=' ($st)" \
+		"echo '$st' | grep -qxE 'ok pid=[0-9]+ layer=1 epoch=2 open=1 deferred=0 barrier=0 preserving=0 fusedev=[0-9]+:[0-9]+ src=$SRC'"
+	assertEquals "fusedev is the snapshot mount's device" \
+		"$(mountpoint -d "$SRC")" "$(echo "$st" | sed -n 's/.* fusedev=\([0-9:]*\) .*/\1/p')"
 	pid=$(echo "$st" | sed -n 's/.*pid=\([0-9]*\).*/\1/p')
 	assertEquals "pid is the daemon's" "ovsnapd" "$(cat "/proc/$pid/comm" 2>&1)"
 	ovs_run "$OVSNAP" take "$SRC"
