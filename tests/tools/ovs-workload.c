@@ -373,6 +373,48 @@ static bool same_inode(const char *a, const char *b)
 	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/*
+ * Is the directory b's parent resolves to (following symlinks, as the
+ * rename itself does) the directory a or one below it?  Then renaming a
+ * to b is EINVAL on the real filesystem, whatever the path text says: b's
+ * parent may be a symlink, or another worker may have moved it there.
+ */
+static bool parent_inside(const char *a, const char *b)
+{
+	struct stat sa, st, root;
+	char *parent, *slash;
+	int fd, up;
+
+	if (!a || !b || fstatat(rootfd, a, &sa, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(sa.st_mode) || fstat(rootfd, &root) < 0)
+		return false;
+	parent = strdup(b);
+	if (!parent)
+		return false;
+	slash = strrchr(parent, '/');
+	if (slash)
+		*slash = '\0';
+	fd = openat(rootfd, slash ? parent : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	free(parent);
+	/* Up through ".." to the root, at most as deep as a path can be. */
+	for (int depth = 0; fd >= 0 && depth < PATH_MAX / 2; depth++) {
+		if (fstat(fd, &st) < 0)
+			break;
+		if (st.st_dev == sa.st_dev && st.st_ino == sa.st_ino) {
+			close(fd);
+			return true;
+		}
+		if (st.st_dev == root.st_dev && st.st_ino == root.st_ino)
+			break;
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		fd = up;
+	}
+	if (fd >= 0)
+		close(fd);
+	return false;
+}
+
 /* Would the real filesystem give errno e for this call?  Decided by
  * looking at the paths where the errno depends on them. */
 static bool excusable(const char *op, const char *a, const char *b, int e)
@@ -383,9 +425,10 @@ static bool excusable(const char *op, const char *a, const char *b, int e)
 		return true;
 	case EINVAL:
 		if (strncmp(op, "rename", 6) == 0)
-			return b && under(b, a) && strcmp(a, b) != 0;
+			return b && ((under(b, a) && strcmp(a, b) != 0) || parent_inside(a, b));
 		if (strcmp(op, "exchange") == 0)
-			return b && strcmp(a, b) != 0 && (under(b, a) || under(a, b));
+			return b && strcmp(a, b) != 0 && (under(b, a) || under(a, b) ||
+							  parent_inside(a, b) || parent_inside(b, a));
 		if (strcmp(op, "setxattr") == 0 || strcmp(op, "removexattr") == 0)
 			return true;	/* eperm_excused(): the kernel's own EPERM */
 		if (strcmp(op, "copy-range") == 0)	/* overlapping ranges of one file */
