@@ -27,6 +27,13 @@
  * --jail chroots into DIR first (root only).  Several workloads on one
  * tree change it under each other's feet: a directory of a path may have
  * become a symlink to "/a0" meanwhile, which must not lead outside DIR.
+ * Whether a rename's EINVAL is excused depends on where its paths lead at
+ * the moment of the call, so under --jail a rename or exchange holds an
+ * exclusive flock on DIR's parent (the same lock for every worker of the
+ * tree) from the call to that check, and the operations that can change
+ * where a path leads (mkdir, rmdir, unlink, symlink) hold it shared.
+ * Writes, truncates, attributes and xattrs take no lock: they still race
+ * with renames and with each other in the daemon.
  *
  * An operation that fails is excused (counted as skipped) only with an
  * errno the real filesystem gives for that call on the picked paths, which
@@ -62,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <linux/falloc.h>
@@ -1126,10 +1134,28 @@ static bool creates(enum op op)
 	       op == OP_MKDIR;
 }
 
+/* Under --jail: the lock of the operations of all workers of one tree
+ * that change or depend on where paths lead (see the top comment). */
+static int jail_lock_fd = -1;
+
+static int path_lock_mode(enum op op)
+{
+	switch (op) {
+	case OP_RENAME: case OP_RENAME_DIR: case OP_NOREPLACE: case OP_EXCHANGE:
+		return LOCK_EX;
+	case OP_MKDIR: case OP_RMDIR: case OP_UNLINK: case OP_SYMLINK:
+		return LOCK_SH;
+	default:
+		return 0;
+	}
+}
+
+static void one_op_locked(enum op op);
+
 static void one_op(void)
 {
 	enum op op, end = opt_extended ? OP_COUNT : OP_FIRST_EXTENDED;
-	int total = 0, r;
+	int total = 0, r, mode;
 
 	for (op = 0; op < end; op++)
 		total += weight[op];
@@ -1139,6 +1165,17 @@ static void one_op(void)
 	/* A full tree shrinks instead of growing. */
 	if (creates(op) && nnodes >= MAX_ENTRIES)
 		op = chance(70) ? OP_UNLINK : OP_RMDIR;
+	mode = jail_lock_fd >= 0 ? path_lock_mode(op) : 0;
+	while (mode && flock(jail_lock_fd, mode) < 0)
+		if (errno != EINTR)
+			die("flock");
+	one_op_locked(op);
+	if (mode && flock(jail_lock_fd, LOCK_UN) < 0)
+		die("flock");
+}
+
+static void one_op_locked(enum op op)
+{
 	switch (op) {
 	case OP_CREATE: op_create(); break;
 	case OP_PWRITE: op_write(0); break;
@@ -1303,6 +1340,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	long *take_at = NULL, next_take = 0;
+	char *lock_path;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "s:n:k:c:m:DvEJX:h", longopts, NULL)) != -1) {
@@ -1336,6 +1374,12 @@ int main(int argc, char **argv)
 			fputs("ovs-workload: --jail takes no snapshots\n", stderr);
 			return 2;
 		}
+		if (asprintf(&lock_path, "%s/..", opt_dir) < 0)
+			die("asprintf");
+		jail_lock_fd = open(lock_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (jail_lock_fd < 0)
+			die(lock_path);
+		free(lock_path);
 		if (chroot(opt_dir) < 0 || chdir("/") < 0)
 			die(opt_dir);
 		opt_dir = "/";
