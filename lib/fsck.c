@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libmount.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "merge.h"
 #include "fsck.h"
 #include "walk.h"
+#include "views.h"
 
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
@@ -41,7 +43,6 @@
 #define OVL_WORK_WORK		"work"
 #define OVL_WORK_INDEX		"index"
 #define OVS_WHITEOUT_BASE	"wh-base"
-#define VIEW_FSNAME_PREFIX	"ovsnap-view:"
 
 struct fsck {
 	const struct ovs_fsck_opts *o;
@@ -89,25 +90,37 @@ static void finding(struct fsck *ck, enum ovs_fsck_severity sev, const uint64_t 
 		.severity = sev, .path = path, .check = check,
 		.repairable = fx != NULL, .repaired = fx && fx->rc == 0,
 	};
-	char msg[2048];
-	size_t n;
+	char *msg = NULL, *body = NULL;
+	const char *tail = "";
+	char *tailbuf = NULL;
 	va_list ap;
+	int rc;
 
+	/* Paths in messages may be of any length (rule 18): no fixed buffer. */
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	rc = vasprintf(&body, fmt, ap);
 	va_end(ap);
-	n = strlen(msg);
+	if (rc < 0)
+		body = NULL;
 	if (fx && fx->rc == 0)
-		snprintf(msg + n, sizeof(msg) - n, ": %s", fx->done);
+		rc = asprintf(&tailbuf, ": %s", fx->done);
 	else if (fx && fx->rc < 0)
-		snprintf(msg + n, sizeof(msg) - n, ": repair failed: %s", ovs_last_error());
+		rc = asprintf(&tailbuf, ": repair failed: %s", ovs_last_error());
 	else if (fx && (int)ck->o->repair < (int)fx->level)
-		snprintf(msg + n, sizeof(msg) - n, ": not repaired (fsck %s %s)",
-			 fx->level == FIX_PREEN ? "-p" : "-y", fx->does);
+		rc = asprintf(&tailbuf, ": not repaired (fsck %s %s)",
+			      fx->level == FIX_PREEN ? "-p" : "-y", fx->does);
 	else if (fx)
-		snprintf(msg + n, sizeof(msg) - n, ": not repaired while the snapshot mount "
-			 "runs (run 'ovsnap deactivate %s' first)", ck->src);
-	f.message = msg;
+		rc = asprintf(&tailbuf, ": not repaired while the snapshot mount "
+			      "runs (run 'ovsnap deactivate %s' first)", ck->src);
+	if (rc < 0)
+		tailbuf = NULL;
+	if (tailbuf)
+		tail = tailbuf;
+	if (asprintf(&msg, "%s%s", body ? body : fmt, tail) < 0)
+		msg = NULL;
+	free(body);
+	free(tailbuf);
+	f.message = msg ? msg : fmt;
 	if (snap) {
 		f.has_snapshot = true;
 		f.snapshot = *snap;
@@ -121,6 +134,7 @@ static void finding(struct fsck *ck, enum ovs_fsck_severity sev, const uint64_t 
 	}
 	if (ck->o->report)
 		ck->o->report(&f, ck->o->data);
+	free(msg);
 }
 
 static void format_time(int64_t ns, char *buf, size_t len)
@@ -344,31 +358,35 @@ static bool registered(struct fsck *ck, uint64_t id)
 	return false;
 }
 
-/* Views are mounted with the fsname "ovsnap-view:<SRC>:<id>". */
-static void check_views(struct fsck *ck, struct libmnt_table *tb)
+/*
+ * Views of snapshots the registry no longer has.  Only what lib/views.c
+ * counts as a view: a FUSE mount any user can make with the same source
+ * text is none of ovsnap's (DESIGN.md rule 20), and fsck neither reports
+ * nor unmounts it.
+ */
+static void check_views(struct fsck *ck)
 {
-	struct libmnt_iter *itr;
-	struct libmnt_fs *fs;
-	char prefix[PATH_MAX + 32];
-	size_t plen;
+	struct ovs_view_mount *views;
+	size_t n;
 
-	if (!tb || !ck->registry_ok || !(itr = mnt_new_iter(MNT_ITER_BACKWARD)))
+	if (!ck->registry_ok)
 		return;
-	plen = snprintf(prefix, sizeof(prefix), VIEW_FSNAME_PREFIX "%s:", ck->src);
-	while (mnt_table_next_fs(tb, itr, &fs) == 0) {
-		const char *source = mnt_fs_get_source(fs), *target = mnt_fs_get_target(fs);
+	if (ovs_views_all(&views, &n) < 0) {
+		finding(ck, OVS_FSCK_WARNING, NULL, ck->src, "view", NULL,
+			"cannot read the mount table: %s", ovs_last_error());
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct fix fx = FIX(FIX_PREEN, false, "unmounted", "unmounts it");
-		uint64_t id;
 
-		if (!source || !target || strncmp(source, prefix, plen) != 0 ||
-		    ovs_parse_u64(source + plen, &id) < 0 || registered(ck, id))
+		if (strcmp(views[i].source, ck->src) != 0 || registered(ck, views[i].id))
 			continue;
 		if (fix_go(ck, &fx))
-			fx.rc = ovs_umount_lazy(target);
-		finding(ck, OVS_FSCK_ERROR, &id, target, "view", &fx,
-			"view of snapshot %" PRIu64 ", which no longer exists", id);
+			fx.rc = ovs_umount_lazy(views[i].target);
+		finding(ck, OVS_FSCK_ERROR, &views[i].id, views[i].target, "view", &fx,
+			"view of snapshot %" PRIu64 ", which no longer exists", views[i].id);
 	}
-	mnt_free_iter(itr);
+	ovs_views_free(views, n);
 }
 
 /*
@@ -674,32 +692,53 @@ struct layer_ctx {
 	size_t nlower;
 };
 
+/*
+ * Whether a redirect's target is in a lower layer: an absolute one from
+ * the layer's root, a relative one beside path.  Of any length, resolved
+ * from each layer's fd in pieces (rule 18) and never outside it nor
+ * through a symlink.
+ */
 static bool redirect_target_exists(const struct layer_ctx *lc, const char *path,
 				   const char *target)
 {
-	char full[PATH_MAX * 2];
 	const char *slash = strrchr(path, '/');
-	struct stat st;
+	bool found = false;
+	char *full;
+	int rc;
 
 	if (target[0] == '/')
-		snprintf(full, sizeof(full), "%s", target + 1);
+		rc = asprintf(&full, "%s", target + 1);
 	else if (slash)
-		snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path, target);
+		rc = asprintf(&full, "%.*s/%s", (int)(slash - path), path, target);
 	else
-		snprintf(full, sizeof(full), "%s", target);
-	for (size_t i = 0; i < lc->nlower; i++)
-		if (lc->lowerfds[i] >= 0 &&
-		    fstatat(lc->lowerfds[i], *full ? full : ".", &st, AT_SYMLINK_NOFOLLOW) == 0)
-			return true;
-	return false;
+		rc = asprintf(&full, "%s", target);
+	if (rc < 0)
+		return false;
+	for (size_t i = 0; i < lc->nlower && !found; i++) {
+		int fd;
+
+		if (lc->lowerfds[i] < 0)
+			continue;
+		fd = ovs_open_beneath(lc->lowerfds[i], full, O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+		if (fd >= 0) {
+			close(fd);
+			found = true;
+		}
+	}
+	free(full);
+	return found;
 }
 
 static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			       const char *name, const char *path, const char *upath,
 			       const struct stat *st)
 {
-	char names[65536], val[PATH_MAX];
-	ssize_t n = list_xattrs(dirfd, name, names, sizeof(names));
+	/* a value may be as long as the kernel allows (a redirect of any
+	 * length, rule 18), not cut at PATH_MAX */
+	enum { VAL_MAX = 65536 };
+	char names[65536], *val = malloc(VAL_MAX + 1);
+	ssize_t n = val ? list_xattrs(dirfd, name, names, sizeof(names)) : -ENOMEM;
 
 	for (char *a = names; n > 0 && a < names + n; a += strlen(a) + 1) {
 		ssize_t vlen;
@@ -709,7 +748,7 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			 * directories: dropping anything else changes no view */
 			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
 
-			vlen = ovs_lgetxattrat(dirfd, name, a, val, sizeof(val) - 1);
+			vlen = ovs_lgetxattrat(dirfd, name, a, val, VAL_MAX);
 			if (vlen < 0)
 				continue;
 			val[vlen] = '\0';
@@ -732,7 +771,7 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 					    "with the one at its own path below)", "removes it");
 			bool exists;
 
-			vlen = ovs_lgetxattrat(dirfd, name, a, val, sizeof(val) - 1);
+			vlen = ovs_lgetxattrat(dirfd, name, a, val, VAL_MAX);
 			if (vlen < 0)
 				continue;
 			val[vlen] = '\0';
@@ -754,16 +793,18 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 				"the file's owner set it)", a);
 		}
 	}
+	free(val);
 }
 
 static void check_layer_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
 			      const char *path, const struct stat *st)
 {
 	struct layer_ctx *lc = ctx;
-	char upath[PATH_MAX + 8];
+	char *upath;
 	int64_t ctime_ns = ts_ns(&st->st_ctim), mtime_ns = ts_ns(&st->st_mtim);
 
-	snprintf(upath, sizeof(upath), "upper%s%s", *path ? "/" : "", path);
+	if (asprintf(&upath, "upper%s%s", *path ? "/" : "", path) < 0)
+		return;
 	check_layer_xattrs(ck, lc, dirfd, name, path, upath, st);
 	/*
 	 * A frozen layer changes only by merge, and a merge moves entries
@@ -782,6 +823,7 @@ static void check_layer_entry(struct fsck *ck, void *ctx, int dirfd, const char 
 			" (and the older ones) may not show the past here", when, frozen,
 			lc->id);
 	}
+	free(upath);
 }
 
 static void check_layers_content(struct fsck *ck)
@@ -883,14 +925,12 @@ static bool affected_snapshots(struct fsck *ck, struct src_ctx *sc, const char *
 	return true;
 }
 
-static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
-			    const char *path, const struct stat *st)
+static void check_src_object(struct fsck *ck, struct src_ctx *sc, int dirfd, const char *name,
+			     const char *path, const char *full, const struct stat *st)
 {
-	struct src_ctx *sc = ctx;
-	char full[PATH_MAX * 2], names[65536];
+	char names[65536];
 	ssize_t n;
 
-	snprintf(full, sizeof(full), "%s%s%s", ck->src, *path ? "/" : "", path);
 	if (ovl_is_whiteout(st))
 		finding(ck, OVS_FSCK_ERROR, NULL, full, "user-data", NULL,
 			"0/0 character device: every snapshot view reads it as a whiteout "
@@ -947,6 +987,18 @@ static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *n
 				when, why, affected,
 				strncmp(affected, "snapshots", 9) ? "es" : "");
 	}
+}
+
+static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
+			    const char *path, const struct stat *st)
+{
+	char *full;
+
+	/* SRC/path for messages, of any length (rule 18) */
+	if (asprintf(&full, "%s%s%s", ck->src, *path ? "/" : "", path) < 0)
+		return;
+	check_src_object(ck, ctx, dirfd, name, path, full, st);
+	free(full);
 }
 
 static int cmp_linked(const void *a, const void *b)
@@ -1085,7 +1137,7 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 	if (ck.registry_ok) {
 		check_layer_dirs(&ck);
 		check_layers_content(&ck);
-		check_views(&ck, tb);
+		check_views(&ck);
 	}
 	check_src(&ck);
 

@@ -11,10 +11,11 @@
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd setfattr getfattr flock
+ovs_require_cmd setfattr getfattr flock setpriv
 
 MKVOL=$OVSNAP_TOOLS/ovs-mkvol
 PRESERVE=$OVSNAP_TOOLS/unit/preserve-test
+FAKEVIEW=$OVSNAP_TOOLS/tools/ovs-fakeview
 [ -x "$MKVOL" ] || ovs_skip "ovs-mkvol not built (run make check)"
 [ -x "$PRESERVE" ] || ovs_skip "preserve-test not built (run make check)"
 
@@ -260,9 +261,11 @@ $SRC: directory changed at T while unprotected (the volume was deactivated): if 
 	expect_clean
 }
 
+# A --kernel view (an overlay mount, root's) of a snapshot since dropped.
 test_view_of_a_dropped_snapshot() {
-	mkdir -p "$OVS_TMP/view9"
-	mount -t tmpfs "ovsnap-view:$SRC:9" "$OVS_TMP/view9" || fail "mount tmpfs"
+	mkdir -p "$OVS_TMP/view9" "$OVS_TMP/l1" "$OVS_TMP/l2"
+	mount -t overlay "ovsnap-view:$SRC:9" -o "lowerdir=$OVS_TMP/l1:$OVS_TMP/l2" \
+		"$OVS_TMP/view9" || fail "mount overlay"
 	expect_fsck $FSCK_UNCORRECTED \
 "snapshot 9: $OVS_TMP/view9: view of snapshot 9, which no longer exists: not repaired (fsck -p unmounts it)
 $SRC: 1 error, 0 repaired, 1 left" -n
@@ -271,6 +274,106 @@ $SRC: 1 error, 0 repaired, 1 left" -n
 $SRC: 1 error, 1 repaired, 0 left" -p
 	ovs_wait_unmounted "$OVS_TMP/view9" 5
 	assertEquals "view unmounted" 0 $?
+	expect_clean
+}
+
+# A FUSE mount a user made with the text of a view (DESIGN.md rule 20, issue
+# 11 item 12): not ovsnap's, so fsck neither reports nor unmounts it.
+test_fake_view_made_by_a_user() {
+	local fake=$OVS_TMP/fake ready= pid
+
+	ovs_user || return
+	[ -x "$FAKEVIEW" ] || { fail "ovs-fakeview not built"; return; }
+	mkdir -p "$fake"
+	chown "$OVS_UID:$OVS_GID" "$fake"
+	mkfifo "$OVS_TMP/.fake"
+	if setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups -- \
+		test -r /dev/fuse -a -w /dev/fuse; then
+		setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups -- \
+			"$FAKEVIEW" "$SRC" 9 "$fake" >"$OVS_TMP/.fake" 2>"$OVS_TMP/.fake.err" &
+	else
+		# /dev/fuse closed to users (some containers): the same
+		# mount-table entry by mount(2) (see views_hardening_test.sh)
+		setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups \
+			--inh-caps=+sys_admin,+dac_override --ambient-caps=+sys_admin,+dac_override -- \
+			"$FAKEVIEW" --direct "$SRC" 9 "$fake" >"$OVS_TMP/.fake" 2>"$OVS_TMP/.fake.err" &
+	fi
+	pid=$!
+	read -r -t 30 ready <"$OVS_TMP/.fake"
+	assertEquals "fake view mounted: $(cat "$OVS_TMP/.fake.err")" ok "$ready" || return
+	assertEquals "the fake reads like a view of snapshot 9" "ovsnap-view:$SRC:9" \
+		"$(findmnt -rn -M "$fake" -o SOURCE)"
+	expect_fsck $FSCK_OK "$SRC: clean" -p
+	assertEquals "the fake is still mounted (fsck -p left it alone)" "ovsnap-view:$SRC:9" \
+		"$(findmnt -rn -M "$fake" -o SOURCE)"
+	umount "$fake"
+	wait "$pid"
+}
+
+# deep_chain DIR: make below DIR a chain of directories whose path is
+# longer than PATH_MAX (20 names of 250 bytes), each made relative to the
+# one above it, and print that path.
+deep_chain() {
+	local name path= i
+
+	name=$(printf 'd%.0s' $(seq 250))
+	(
+		cd "$1" || exit 1
+		for i in $(seq 20); do
+			mkdir "$name" && cd "$name" || exit 1
+		done
+	) || fail "deep chain below $1"
+	for i in $(seq 20); do
+		path+=$name/
+	done
+	printf '%s\n' "${path%/}"
+}
+
+# in_deep DIR REL CMD...: run CMD with DIR/REL as its cwd, reached by
+# relative steps shorter than PATH_MAX.
+in_deep() {
+	local dir=$1 rel=$2
+
+	shift 2
+	(
+		cd "$dir" || exit 1
+		while [ -n "$rel" ]; do
+			cd "${rel%%/*}" || exit 1
+			[ "$rel" = "${rel#*/}" ] && break
+			rel=${rel#*/}
+		done
+		"$@"
+	)
+}
+
+# Entries deeper than PATH_MAX bytes of path in a layer and in SRC (DESIGN.md
+# rule 18): each finding names its whole path, and a redirect's target is
+# looked up at that depth.
+test_entries_deeper_than_path_max() {
+	local upper=$STORE/layers/3/upper deep want
+
+	deep=$(deep_chain "$SRC")
+	[ "${#deep}" -gt 4096 ] || fail "the chain is only ${#deep} bytes"
+	in_deep "$SRC" "$deep" sh -c 'echo x >f && mkdir there && setfattr -n trusted.overlay.foo -v bar f' ||
+		fail "deep file in SRC"
+	deep_chain "$upper" >/dev/null
+	in_deep "$upper" "$deep" sh -c 'echo x >f && setfattr -n trusted.overlay.opaque -v y f &&
+		mkdir r s && setfattr -n trusted.overlay.redirect -v there r &&
+		setfattr -n trusted.overlay.redirect -v nowhere s' || fail "deep entries in layer 3"
+	want="snapshot 3: upper/$deep/f: opaque xattr on a non-directory: not repaired (fsck -p removes it)
+snapshot 3: upper/$deep/r: redirect to 'there' (ovsnap never writes redirects): not repaired (fsck -y removes it)
+snapshot 3: upper/$deep/s: redirect to 'nowhere', which points to nothing (ovsnap never writes redirects): not repaired (fsck -y removes it)
+$SRC/$deep/f: unescaped xattr trusted.overlay.foo: overlayfs takes it for its own metadata in every snapshot view; remove it
+$SRC: 4 errors, 0 repaired, 4 left"
+	fsck -n
+	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	assertEquals "fsck -n report (sorted)" "$(printf '%s\n' "$want" | LC_ALL=C sort)" \
+		"$(printf '%s\n' "$OVS_OUT" | LC_ALL=C sort)"
+	assertEquals "fsck -n stderr" "" "$OVS_ERR"
+	fsck -y
+	assertEquals "fsck -y: the layer repaired, SRC's xattr left: $(ovs_ran)" \
+		$((FSCK_CORRECTED | FSCK_UNCORRECTED)) "$OVS_RC"
+	in_deep "$SRC" "$deep" setfattr -x trusted.overlay.foo f
 	expect_clean
 }
 
