@@ -302,7 +302,10 @@ int cmd_status(int argc, const char **argv)
 				status = EXIT_FAIL;
 				goto out;
 			}
-			rc = ovs_volume_open(src, &vols[n]);
+			/* a volume whose store cannot be used is shown with
+			 * its problem, as without SRC: broken, or unknown to a
+			 * user who may not read it */
+			rc = ovs_volume_open_listed(src, &vols[n]);
 			if (rc < 0) {
 				if (rc == -ENOENT)
 					ovs_error("status %s: not a volume (no snapshot was ever "

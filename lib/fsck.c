@@ -243,32 +243,6 @@ static int layer_covers(int upperfd, const char *path)
 
 /* ---- the volume, its lock and its registry --------------------------------- */
 
-/* A volume whose registry or store is broken may not open; the index still
- * lists it, with the problem noted. */
-static int open_volume(const char *src, struct ovs_volume **out)
-{
-	struct ovs_volume **vols;
-	char saved[1024];
-	size_t n;
-	int rc;
-
-	rc = ovs_volume_open(src, out);
-	if (rc == 0 || rc == -ENOENT)
-		return rc;
-	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
-	if (ovs_volume_list(&vols, &n) == 0) {
-		for (size_t i = 0; i < n; i++) {
-			if (strcmp(ovs_volume_source(vols[i]), src) == 0) {
-				*out = ovs_volume_ref(vols[i]);
-				ovs_volume_list_free(vols, n);
-				return 0;
-			}
-		}
-		ovs_volume_list_free(vols, n);
-	}
-	return ovs_err(-rc, "%s", saved);
-}
-
 static void check_registry(struct fsck *ck)
 {
 	int rc = ovs_registry_load(ck->v);
@@ -1092,7 +1066,7 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 	int rc;
 
 	memset(sum, 0, sizeof(*sum));
-	rc = open_volume(src, &ck.v);
+	rc = ovs_volume_open_listed(src, &ck.v);
 	if (rc == -ENOENT)
 		return ovs_err(ENOENT, "%s is not an ovsnap volume", src);
 	if (rc < 0)

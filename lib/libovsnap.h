@@ -69,6 +69,11 @@ void ovs_volume_unref(struct ovs_volume *v);
 /* Every registered volume, in the order of their source paths. */
 int ovs_volume_list(struct ovs_volume ***vols, size_t *n);
 void ovs_volume_list_free(struct ovs_volume **vols, size_t n);
+/* ovs_volume_open, but a volume whose store or registry cannot be used
+ * (missing, unsafe, unreadable by this user) is still returned, as
+ * ovs_volume_list shows it: ovs_volume_problem() says why.  -ENOENT if
+ * src is no volume. */
+int ovs_volume_open_listed(const char *src, struct ovs_volume **out);
 
 const char *ovs_volume_source(const struct ovs_volume *v);	/* /abs/src */
 const char *ovs_volume_store(const struct ovs_volume *v);	/* store folder of this volume */

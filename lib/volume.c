@@ -895,6 +895,30 @@ int ovs_volume_list(struct ovs_volume ***vols, size_t *n)
 	return 0;
 }
 
+int ovs_volume_open_listed(const char *src, struct ovs_volume **out)
+{
+	struct ovs_volume **vols;
+	char saved[1024];
+	size_t n;
+	int rc;
+
+	rc = ovs_volume_open(src, out);
+	if (rc == 0 || rc == -ENOENT)
+		return rc;
+	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
+	if (ovs_volume_list(&vols, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(ovs_volume_source(vols[i]), src) == 0 && vols[i]->problem) {
+				*out = ovs_volume_ref(vols[i]);
+				ovs_volume_list_free(vols, n);
+				return 0;
+			}
+		}
+		ovs_volume_list_free(vols, n);
+	}
+	return ovs_err(-rc, "%s", saved);
+}
+
 void ovs_volume_list_free(struct ovs_volume **vols, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -102,6 +102,41 @@ test_status_of_protected_deactivated_and_broken_volumes() {
 	assertEquals "deactivate a: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# A named SRC whose store cannot be used is reported, not an error: broken
+# (exit 4) when root finds the store unsafe or missing, unknown (exit 1) to a
+# user who may not read it; the same as status without SRC says.
+test_status_of_a_volume_whose_store_cannot_be_read() {
+	local a
+
+	ovs_user || return
+	ovs_mkfs xfs || return
+	a=$OVS_MNT/a
+	mkdir "$a"
+	chmod 755 "$OVS_MNT"
+	ovs_run "$OVSNAP" take "$a"
+	assertEquals "take a: $(ovs_ran)" 0 "$OVS_RC" || return
+
+	ovs_as_user "$OVSNAP" status "$a"
+	assertEquals "as $OVS_USER: unknown, exit 1: $(ovs_ran)" 1 "$OVS_RC"
+	assertEquals "as $OVS_USER: the state" "$a: unknown" "$(printf '%s\n' "$OVS_OUT" | head -1)"
+	assertContains "as $OVS_USER: why" "$OVS_OUT" "permission denied"
+	assertEquals "as $OVS_USER: stderr" "" "$OVS_ERR"
+
+	chmod o+w "$OVS_MNT/.ovsnap"
+	ovs_run "$OVSNAP" status "$a"
+	assertEquals "unsafe store: broken, exit 4: $(ovs_ran)" 4 "$OVS_RC"
+	assertEquals "unsafe store: the state" "$a: broken" "$(printf '%s\n' "$OVS_OUT" | head -1)"
+	assertContains "unsafe store: why" "$OVS_OUT" "is unsafe"
+	ovs_run "$OVSNAP" status --json "$a"
+	assertEquals "unsafe store, JSON: exit" 4 "$OVS_RC"
+	assertEquals "unsafe store, JSON: state" broken "$(json_value state)"
+	ovs_run "$OVSNAP" status
+	assertEquals "unsafe store, all volumes: exit" 4 "$OVS_RC"
+	chmod o-w "$OVS_MNT/.ovsnap"
+	ovs_run "$OVSNAP" status "$a"
+	assertEquals "store safe again: exit: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 test_status_usage_and_bad_sources() {
 	ovs_mkfs xfs || return
 	mkdir "$OVS_MNT/plain"
