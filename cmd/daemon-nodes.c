@@ -522,6 +522,7 @@ static __thread struct {
 	uid_t uid;
 	gid_t gid;
 	bool groups;		/* a non-empty supplementary group list */
+	bool caller_groups;	/* ... and it is a caller's, not root's own */
 	mode_t umask;
 	bool caps_dropped;	/* effective set cut down to caps_kept */
 	uint64_t caps_kept;
@@ -566,25 +567,55 @@ int identity_thread_init(void)
 	return 0;
 }
 
+/* setfsuid/setfsgid answer the previous id, never an error: a switch the
+ * kernel refused (no CAP_SETUID/CAP_SETGID) shows only when the id asked
+ * back (with an invalid one, which changes nothing) is not the one set. */
+static int set_fsid(long nr, unsigned int id)
+{
+	syscall(nr, id);
+	if ((unsigned int)syscall(nr, -1) == id)
+		return 0;
+	errno = EPERM;
+	return -EPERM;
+}
+
+/* A switch that did not happen: the request fails with EIO, not with an
+ * answer the caller could take for the filesystem's own (identity_restore
+ * puts back whatever part did happen). */
+static int switch_failed(const char *what, unsigned int id, int err)
+{
+	errno = -err;
+	dlog(LOG_ERR, "cannot act as the caller (%s %u): %m; request failed with EIO",
+	     what, id);
+	return -EIO;
+}
+
 /* Act as uid/gid with the n supplementary groups (umask: NULL to keep 0);
  * a uid other than 0 keeps only the capabilities of keep. */
 static int identity_switch(uid_t uid, gid_t gid, const gid_t *groups, int n,
 			   const mode_t *umask_to, uint64_t keep)
 {
 	bool drop = uid != 0;
+	int rc;
 
 	/* Root's own groups do not matter: it passes every check. */
 	if (n > 0 || acting.groups) {
+		/* setgroups changes all or nothing */
 		if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
-			return -errno;
+			return switch_failed("groups of gid", gid, -errno);
 		acting.groups = n > 0;
+		acting.caller_groups = n > 0;
 	}
 	if (gid != acting.gid) {
-		syscall(SYS_setfsgid, gid);
+		rc = set_fsid(SYS_setfsgid, gid);
+		if (rc < 0)
+			return switch_failed("fsgid", gid, rc);
 		acting.gid = gid;
 	}
 	if (uid != acting.uid) {
-		syscall(SYS_setfsuid, uid);
+		rc = set_fsid(SYS_setfsuid, uid);
+		if (rc < 0)
+			return switch_failed("fsuid", uid, rc);
 		acting.uid = uid;
 	}
 	if (umask_to && *umask_to != acting.umask) {
@@ -593,10 +624,12 @@ static int identity_switch(uid_t uid, gid_t gid, const gid_t *groups, int n,
 	}
 	/* Last: setgroups above needs CAP_SETGID. */
 	if (drop != acting.caps_dropped || (drop && keep != acting.caps_kept)) {
-		int rc = thread_caps_known ? caps_set(drop, keep) : -EPERM;
-
-		if (rc < 0)
-			return rc;
+		rc = thread_caps_known ? caps_set(drop, keep) : -EPERM;
+		if (rc < 0) {
+			/* part of the set may be gone: restore it all */
+			acting.caps_dropped = true;
+			return switch_failed("capabilities of uid", uid, rc);
+		}
 		acting.caps_dropped = drop;
 		acting.caps_kept = keep;
 	}
@@ -647,26 +680,52 @@ int identity_become_writer(fuse_req_t req, uid_t opener_uid, gid_t opener_gid,
 	return become_caller(req, NULL, 1ULL << CAP_FSETID);
 }
 
+/*
+ * Back to root with the daemon's capabilities.  A thread that cannot get
+ * back would go on serving as someone else: preserving with a user's
+ * rights (copies refused, or made with the wrong owner) and answering root
+ * with them.  No request can be failed from here (the caller may already
+ * have its answer), so the daemon aborts: its mount answers ENOTCONN, SRC
+ * changes no more, and status and fsck report the volume broken until it
+ * is activated again.  Nothing but a kernel refusing root its own
+ * capabilities (a security module) makes this happen.
+ */
 void identity_restore(void)
 {
+	const char *failed = NULL;
+
 	/* First: setgroups below needs CAP_SETGID back. */
 	if (acting.caps_dropped) {
 		if (caps_set(false, 0) < 0)
-			dlog(LOG_ERR, "cannot restore the daemon's capabilities: %m");
+			failed = "capabilities";
 		else
 			acting.caps_dropped = false;
 	}
-	if (acting.uid != 0) {
-		syscall(SYS_setfsuid, 0);
-		acting.uid = 0;
+	if (!failed && acting.uid != 0) {
+		if (set_fsid(SYS_setfsuid, 0) < 0)
+			failed = "fsuid";
+		else
+			acting.uid = 0;
 	}
-	if (acting.gid != 0) {
-		syscall(SYS_setfsgid, 0);
-		acting.gid = 0;
+	if (!failed && acting.gid != 0) {
+		if (set_fsid(SYS_setfsgid, 0) < 0)
+			failed = "fsgid";
+		else
+			acting.gid = 0;
 	}
-	if (acting.groups) {
-		syscall(SYS_setgroups, (size_t)0, NULL);
-		acting.groups = false;
+	if (!failed && acting.groups) {
+		/* The daemon's own list (identity_thread_init could not
+		 * empty it) may stay: root passes every check anyway. */
+		if (syscall(SYS_setgroups, (size_t)0, NULL) == 0)
+			acting.groups = acting.caller_groups = false;
+		else if (acting.caller_groups)
+			failed = "supplementary groups";
+	}
+	if (failed) {
+		dlog(LOG_CRIT, "cannot restore the daemon's %s after acting for uid %u: %m; "
+		     "stopping rather than serve with a wrong identity", failed,
+		     (unsigned int)acting.uid);
+		abort();
 	}
 	if (acting.umask != 0) {
 		umask(0);

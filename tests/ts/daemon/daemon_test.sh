@@ -103,6 +103,32 @@ test_caller_identity() {
 		fail "the owner removes its file"
 }
 
+# A daemon that cannot become the caller (started without CAP_SETUID, as a
+# security module could leave it) answers the caller's requests with EIO,
+# and logs why: before, setfsuid failed silently and the request ran with
+# the fsuid 0 left in place, so a user's new file was root's.  Root's
+# requests (no switch) still work.
+test_failed_identity_switch_fails_the_request() {
+	chmod o+x "$OVS_TMP" "$OVS_MNT"
+	mkdir "$SRC/pub"
+	chmod 1777 "$SRC/pub"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return
+	ovs_run setpriv --bounding-set=-setuid -- "$OVSNAP" activate "$SRC"
+	assertEquals "activate without CAP_SETUID: $(ovs_ran)" 0 "$OVS_RC" || return
+	ovs_run setpriv --reuid=1001 --regid=1001 --clear-groups sh -c "echo x >'$SRC/pub/mine'"
+	assertContains "a create as the user fails with EIO: $(ovs_ran)" "$OVS_ERR" \
+		"Input/output error"
+	assertFalse "no file made, by root or anyone: $(ls -ln "$SRC/pub")" "[ -e '$SRC/pub/mine' ]"
+	ovs_run setpriv --reuid=1001 --regid=1001 --clear-groups cat "$SRC/file"
+	assertContains "an open as the user fails with EIO too: $(ovs_ran)" "$OVS_ERR" \
+		"Input/output error"
+	echo root >"$SRC/pub/root-made"
+	assertEquals "root's requests need no switch" root "$(cat "$SRC/pub/root-made")"
+	assertContains "the daemon says why" "$(cat "$OVSNAP_RUN_DIR"/*.log)" \
+		"cannot act as the caller (fsuid 1001)"
+}
+
 test_sigkill_leaves_enotconn_and_restart() {
 	local pid err
 	pid=$(daemon_pid)
