@@ -167,7 +167,7 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 
 	rc = ovs_mkdir_run_dir();
 	if (rc < 0)
-		return ovs_err(-rc, "cannot create %s: %s", ovs_run_dir(), strerror(-rc));
+		return rc;
 	if (ovs_view_run_file(target, "log", log, sizeof(log)) < 0 ||
 	    ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0)
 		return ovs_err(ENAMETOOLONG, "%s: path too long", target);

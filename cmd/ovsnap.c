@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 
 const char *ovs_progname = "ovsnap";
 int ovs_opt_quiet;
@@ -407,6 +408,14 @@ static int close_stdout(int status)
 	return status;
 }
 
+static bool asks_help(int argc, const char **argv)
+{
+	for (int i = 2; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-?") == 0)
+			return true;
+	return false;
+}
+
 int main(int argc, const char **argv)
 {
 	const struct cmd_struct *c;
@@ -435,14 +444,16 @@ int main(int argc, const char **argv)
 		fprintf(stderr, "Try '%s --help' for more information.\n", ovs_progname);
 		return EXIT_USAGE;
 	}
-	if ((c->flags & CMD_NEEDS_ROOT) && geteuid() != 0) {
-		int i;
-
-		for (i = 2; i < argc; i++)
-			if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-?") == 0)
-				break;
-		if (i == argc) {
+	if ((c->flags & CMD_NEEDS_ROOT) && !asks_help(argc, argv)) {
+		if (geteuid() != 0) {
 			ovs_error("%s: must be run as root", c->name);
+			return EXIT_FAIL;
+		}
+		/* Root's commands trust the run directory's sockets and pid
+		 * files and write there (DESIGN.md rule 20); a missing one
+		 * is made, and checked, when needed. */
+		if (ovs_run_dir_check(0) == -EPERM) {
+			ovs_error("%s: %s", c->name, ovs_last_error());
 			return EXIT_FAIL;
 		}
 	}

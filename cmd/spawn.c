@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 
 /*
  * Start a helper process the way the CLI starts ovsnapd: fork, setsid,
@@ -95,13 +96,18 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 }
 
 /* The run directory of sockets, logs and pid files: its parents 0755,
- * itself 0700 (root). */
+ * itself 0700 (root); the parents checked before it is made in them, and
+ * all of it after (DESIGN.md rule 20, ovs_run_dir_check). */
 int ovs_mkdir_run_dir(void)
 {
-	char tmp[PATH_MAX];
+	char tmp[PATH_MAX], *slash;
+	int rc;
 
 	if (snprintf(tmp, sizeof(tmp), "%s", ovs_run_dir()) >= (int)sizeof(tmp))
 		return ovs_err(ENAMETOOLONG, "%s: name too long", ovs_run_dir());
+	if (tmp[0] != '/')
+		return ovs_err(EINVAL, "run directory %s: not an absolute path", tmp);
+	slash = strrchr(tmp, '/');
 	for (char *p = tmp + 1; *p; p++) {
 		if (*p != '/')
 			continue;
@@ -110,9 +116,24 @@ int ovs_mkdir_run_dir(void)
 			return ovs_err(errno, "cannot create %s: %s", tmp, strerror(errno));
 		*p = '/';
 	}
+	if (slash != tmp) {
+		char *what;
+		int fd;
+
+		*slash = '\0';
+		if (asprintf(&what, "run directory %s", ovs_run_dir()) < 0)
+			return ovs_err(ENOMEM, "out of memory");
+		fd = ovs_safe_dir_open(tmp, what, OVS_SAFE_PARENT);
+		free(what);
+		if (fd < 0)
+			return fd;
+		close(fd);
+		*slash = '/';
+	}
 	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
 		return ovs_err(errno, "cannot create %s: %s", tmp, strerror(errno));
-	return 0;
+	rc = ovs_run_dir_check(0);
+	return rc < 0 ? rc : 0;
 }
 
 const char *ovs_helper_path(const char *name, const char *envvar)

@@ -21,6 +21,7 @@
 
 #include "libovsnap.h"
 #include "control.h"
+#include "ovsnap-private.h"
 
 static int fill_addr(const char *sockpath, struct sockaddr_un *addr)
 {
@@ -145,6 +146,11 @@ int ovs_ctl_call(const char *sockpath, const char *req, int fd_to_pass,
 	rc = fill_addr(sockpath, &addr);
 	if (rc < 0)
 		return rc;
+	/* Whoever could write the run directory could answer for a
+	 * daemon (rule 20); a missing one is the daemon not running. */
+	rc = ovs_run_dir_check(0);
+	if (rc == -EPERM)
+		return rc;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ovs_err(errno, "socket: %m");
@@ -199,6 +205,11 @@ int ovs_ctl_listen(const char *sockpath)
 
 	rc = fill_addr(sockpath, &addr);
 	if (rc < 0)
+		return rc;
+	/* Whoever could write the run directory could answer for a
+	 * daemon (rule 20); a missing one is the daemon not running. */
+	rc = ovs_run_dir_check(0);
+	if (rc == -EPERM)
 		return rc;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)

@@ -131,6 +131,14 @@ int ovs_lock_note(int lockfd, const char *what);
  */
 #define OVS_SAFE_PARENT	1u
 int ovs_safe_dir_open(const char *path, const char *what, unsigned flags);
+/*
+ * The run directory held to the store's rule: its control sockets tell
+ * the CLI which daemon serves a volume, its pid files which daemon serves a
+ * view, and root's daemons write their logs there; a user who could plant
+ * them there would answer for ovsnap.  0, or -errno with the error set
+ * (-EPERM: unsafe, -ENOENT: missing).
+ */
+int ovs_run_dir_check(unsigned flags);
 /* The same for the directory name below the checked directory dirfd (no
  * symlink followed).  Returns the fd. */
 int ovs_safe_dir_at(int dirfd, const char *name, const char *what);

@@ -262,3 +262,18 @@ int ovs_snapshot_layer_open(const struct ovs_volume *v, uint64_t id, int srcfd,
 	}
 	return ovs_layer_open_fds(upperfd, workfd, srcfd, flags, out);
 }
+
+int ovs_run_dir_check(unsigned flags)
+{
+	char *what;
+	int fd;
+
+	if (asprintf(&what, "run directory %s", ovs_run_dir()) < 0)
+		return ovs_err(ENOMEM, "out of memory");
+	fd = ovs_safe_dir_open(ovs_run_dir(), what, flags);
+	free(what);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}

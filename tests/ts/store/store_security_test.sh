@@ -262,6 +262,44 @@ test_index_naming_outside_path_is_refused() {
 
 # A root-owned store below a sticky world-writable directory (as /tmp) is
 # fine: nobody else can rename or replace it.  Take, views, activate.
+# The run directory is held to the store's rule: a user who could write it
+# could plant a control socket that answers for the daemon.  A run
+# directory below a user's directory is not even made; one that became
+# writable by others later is refused by everything that would trust it.
+test_unsafe_run_directory_is_refused() {
+	local run=$OVSNAP_RUN_DIR cmd
+
+	mkdir "$OVS_MNT/home"
+	chown "$OVS_UID:$OVS_GID" "$OVS_MNT/home"
+	OVSNAP_RUN_DIR=$OVS_MNT/home/run ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take with a run directory below a user's: exit" 1 "$OVS_RC"
+	assertEquals "... stdout" "" "$OVS_OUT"
+	assertEquals "... stderr" \
+		"ovsnap: take: run directory $OVS_MNT/home/run is unsafe: $OVS_MNT/home is owned by uid $OVS_UID, not root" \
+		"$OVS_ERR"
+	assertFalse "no run directory made in the user's" "[ -e '$OVS_MNT/home/run' ]"
+	assertEquals "nothing indexed" "" "$(ls -A "$OVSNAP_STATE_DIR")"
+	assert_not_protected
+
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take with the safe run directory: $(ovs_ran)" 0 "$OVS_RC"
+	chmod 0777 "$run"
+	for cmd in take deactivate fsck; do
+		ovs_run "$OVSNAP" $cmd "$SRC"
+		assertEquals "$cmd with a run directory writable by others: exit" 1 "$OVS_RC"
+		assertEquals "$cmd ...: stdout" "" "$OVS_OUT"
+		assertEquals "$cmd ...: stderr" \
+			"ovsnap: $cmd: run directory $run is unsafe: $run is writable by others (mode 0777)" \
+			"$OVS_ERR"
+	done
+	assertEquals "still protected" fuse.ovsnap "$(findmnt -rn -M "$SRC" -o FSTYPE)"
+	chmod 0700 "$run"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take once it is safe again: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list "$SRC"
+	assertContains "list: two snapshots" "$OVS_OUT" "2"
+}
+
 test_root_owned_store_works() {
 	local store=$OVS_MNT/sticky/store
 
