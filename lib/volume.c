@@ -404,9 +404,23 @@ static int check_store(struct create_ctx *c, const char *store)
 	int rc;
 
 	if (store) {
-		if (store[0] != '/')
-			return ovs_err(EINVAL, "store %s: not an absolute path", store);
-		c->storeroot = resolve_maybe_missing(store);
+		char *abs = NULL;
+
+		/* relative to the working directory, made absolute (and
+		 * resolved) before anything records it */
+		if (store[0] != '/') {
+			char *cwd = get_current_dir_name();
+
+			if (!cwd)
+				return ovs_err(errno, "store %s: working directory: %m", store);
+			if (asprintf(&abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", store) < 0)
+				abs = NULL;
+			free(cwd);
+			if (!abs)
+				return ovs_err(ENOMEM, "out of memory");
+		}
+		c->storeroot = resolve_maybe_missing(abs ? abs : store);
+		free(abs);
 		if (!c->storeroot)
 			return ovs_err(errno, "store %s: %m", store);
 	} else {

@@ -97,6 +97,27 @@ test_relative_paths_and_negative_references() {
 	assertEquals "deactivate relative: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# take --store DIR relative to the working directory: made absolute (and
+# resolved) before the index records it.
+test_relative_store() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/data
+	mkdir "$src" "$OVS_MNT/elsewhere" "$OVS_MNT/stores"
+	ovs_run sh -c "cd '$OVS_MNT/elsewhere' && exec '$OVSNAP' take --store ../stores/./st data"
+	assertEquals "take of a relative SRC from the wrong directory: exit" 1 "$OVS_RC"
+	ovs_run sh -c "cd '$OVS_MNT/elsewhere' && exec '$OVSNAP' take --store ../stores/./st ../data"
+	assertEquals "take --store with a relative DIR: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "take --store relative: stderr" "" "$OVS_ERR"
+	assertEquals "the index records the store folder absolute" "$OVS_MNT/stores/st/" \
+		"$(readlink "$OVSNAP_STATE_DIR"/volumes/* | sed 's|[^/]*$||')"
+	assertTrue "the registry is there" "[ -f '$OVS_MNT/stores/st/$(ls "$OVS_MNT/stores/st")/registry' ]"
+	assertFalse "no store made relative to anything else" "[ -e '$OVS_MNT/elsewhere/stores' ]"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 # Item 21: a user who cannot read the store is told so, not that the store
 # is missing or that SRC is no volume.
 test_list_as_user_says_permission_denied() {
