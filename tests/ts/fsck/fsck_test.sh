@@ -86,6 +86,27 @@ expect_clean() {
 	assertEquals "fsck -n stderr" "" "$OVS_ERR"
 }
 
+# fs_now: the filesystem's clock, as it stamps a change (ctime, in ns; it
+# is coarse: it moves a tick at a time, behind the fine clock).
+fs_now() {
+	touch "$OVS_MNT/.tick"
+	stat -c %.9Z "$OVS_MNT/.tick" | tr -d .
+}
+
+# fs_tick_after NS: wait until the filesystem's clock is past NS, so that
+# what changes next is stamped after it (no sleep of a guessed length).
+fs_tick_after() {
+	ovs_wait_until 5 "[ \$(fs_now) -gt $1 ]" || fail "the filesystem's clock is stuck at $1"
+}
+
+# activated_ns VOLUME: the activation time its registry records.
+activated_ns() {
+	local esc
+
+	esc=$(printf '%s' "${1#/}" | sed -e 's/-/%2d/g' -e 's|/|-|g')
+	sed -n 's/^activated-ns //p' "$OVS_MNT/.ovsnap/$esc/registry"
+}
+
 test_clean_volume() {
 	expect_clean
 	fsck --json
@@ -238,9 +259,11 @@ $SRC: 1 error, 0 repaired, 1 left" -n
 test_change_while_deactivated() {
 	local now t
 
-	now=$(date +%s%N)
+	# after setUp's own changes, then every change below after it
+	fs_tick_after "$(fs_now)"
+	now=$(fs_now)
 	sed -i "s/^deactivated-ns .*/deactivated-ns $now/" "$STORE/registry"
-	sleep 0.02
+	fs_tick_after "$now"
 	echo a3 >"$SRC/a"         # preserved in layer 1 only: 2 and 3 show a3
 	echo new >"$SRC/d/new"    # a birth nothing covers: all three show it
 	rm "$SRC/n"               # born after 3 (whiteout): nothing lost
@@ -446,13 +469,14 @@ test_change_while_deactivated_then_reactivated() {
 	live_volume || return
 	ovs_run "$OVSNAP" deactivate "$LIVE"
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return
-	sleep 0.05
+	# in the very tick of the deactivation, it counts (issue 11 item 22);
+	# and the coarse ctime is never after the activation's fine clock
 	echo two >"$LIVE/f"
-	sleep 0.05
 	ovs_run "$OVSNAP" activate "$LIVE"
 	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
-	# timestamps are coarse: keep the changes clear of the activation
-	sleep 0.05
+	# a change in the activation's tick cannot be told from one before
+	# it: keep the changes through the mount clear of it
+	fs_tick_after "$(activated_ns "$LIVE")"
 	echo two >"$LIVE/g"
 	echo new >"$LIVE/d/new"
 	rm "$LIVE/d/new"
@@ -470,7 +494,7 @@ test_reactivated_without_changes() {
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return
 	ovs_run "$OVSNAP" activate "$LIVE"
 	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
-	sleep 0.05
+	fs_tick_after "$(activated_ns "$LIVE")"
 	echo two >"$LIVE/f"
 	echo new >"$LIVE/d/new"
 	rm "$LIVE/g"

@@ -92,6 +92,13 @@ in_fuse() {
 	grep -qE 'request_wait_answer|fuse_simple_request' "/proc/$1/stack" 2>/dev/null
 }
 
+# waits_for_daemon PID: PID is asleep in poll(2) for the daemon's answer
+# (ovs_ctl_call), or has ended.  What a blocked drop is seen doing; no
+# sleep of a guessed length decides it.
+waits_for_daemon() {
+	! kill -0 "$1" 2>/dev/null || grep -q do_sys_poll "/proc/$1/stack" 2>/dev/null
+}
+
 # wait_bounded PID: its exit status, or 124 after killing it when it has
 # not ended within a minute (a wedged daemon must fail the test, not hang
 # it).
@@ -240,7 +247,7 @@ test_drop_of_retired_layer_waits_for_its_preserve() {
 	take_snapshot
 	"$OVSNAP" drop "$SRC" 1 &
 	drop=$!
-	sleep 1
+	ovs_wait_until 30 "waits_for_daemon $drop"
 	kill -0 "$drop" 2>/dev/null
 	assertTrue "drop waits while a preserve may still write into layer 1" $?
 	release
@@ -263,7 +270,7 @@ test_drop_of_active_layer_waits_for_its_preserve() {
 	start_held append_changed || return
 	"$OVSNAP" drop "$SRC" 2 &
 	drop=$!
-	sleep 1
+	ovs_wait_until 30 "waits_for_daemon $drop"
 	kill -0 "$drop" 2>/dev/null
 	assertTrue "the merge of the active layer waits for the held preserve" $?
 	release
