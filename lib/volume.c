@@ -150,24 +150,44 @@ static int check_folder_name(const char *folder, const char *esc)
 	return 0;
 }
 
+/*
+ * The store root that holds the volume folder folder (its parent), opened
+ * after checking it and every directory above it: root's and closed to
+ * others (rule 20).  The root's path in *root when asked (malloc'ed).
+ */
+static int open_store_root(const char *folder, char **root)
+{
+	const char *slash = strrchr(folder, '/');
+	char *path, *what;
+	int fd;
+
+	if (!slash || !slash[1])
+		return ovs_err(EINVAL, "store folder %s: not a path", folder);
+	path = slash == folder ? strdup("/") : strndup(folder, slash - folder);
+	if (!path || asprintf(&what, "store %s", path) < 0) {
+		free(path);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	fd = ovs_safe_dir_open(path, what, 0);
+	free(what);
+	if (fd >= 0 && root)
+		*root = path;
+	else
+		free(path);
+	return fd;
+}
+
 /* Open the volume's folder from its checked store: the store and every
  * directory above it root's and closed to others, the folder too. */
 static int open_store_dir(struct ovs_volume *v, const char *esc)
 {
-	char *root, *what;
+	char *what;
 	int rootfd, rc;
 
 	rc = check_folder_name(v->store, esc);
 	if (rc < 0)
 		return rc;
-	root = strndup(v->store, strrchr(v->store, '/') - v->store);
-	if (!root || asprintf(&what, "store %s", root) < 0) {
-		free(root);
-		return ovs_err(ENOMEM, "out of memory");
-	}
-	rootfd = ovs_safe_dir_open(root, what, 0);
-	free(root);
-	free(what);
+	rootfd = open_store_root(v->store, NULL);
 	if (rootfd < 0)
 		return rootfd;
 	if (asprintf(&what, "store folder %s", v->store) < 0) {
@@ -646,7 +666,7 @@ out:
  */
 int ovs_volume_remove_new(struct ovs_volume *v)
 {
-	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX], *parent, *slash, *what;
+	char esc[NAME_MAX + 1], idx[PATH_MAX], target[PATH_MAX], *parent, *slash;
 	ssize_t n;
 	int pfd, rc;
 
@@ -668,26 +688,10 @@ int ovs_volume_remove_new(struct ovs_volume *v)
 		if (strcmp(target, v->store) == 0 && unlink(idx) < 0 && errno != ENOENT)
 			return ovs_err(errno, "cannot remove %s: %m", idx);
 	}
-	parent = strdup(v->store);
-	if (!parent)
-		return ovs_err(ENOMEM, "out of memory");
-	slash = strrchr(parent, '/');
-	if (!slash || !slash[1]) {
-		free(parent);
-		return ovs_err(EINVAL, "store folder %s: not a path", v->store);
-	}
-	*slash = '\0';
-	if (asprintf(&what, "store %s", *parent ? parent : "/") < 0) {
-		free(parent);
-		return ovs_err(ENOMEM, "out of memory");
-	}
-	pfd = ovs_safe_dir_open(*parent ? parent : "/", what, 0);
-	free(what);
-	if (pfd < 0) {
-		free(parent);
+	pfd = open_store_root(v->store, &parent);
+	if (pfd < 0)
 		return pfd;
-	}
-	rc = ovs_remove_tree_at(pfd, slash + 1);
+	rc = ovs_remove_tree_at(pfd, strrchr(v->store, '/') + 1);
 	if (rc == 0)
 		fsync(pfd);
 	close(pfd);
