@@ -131,6 +131,9 @@ int ovs_lock_note(int lockfd, const char *what);
  */
 #define OVS_SAFE_PARENT	1u
 int ovs_safe_dir_open(const char *path, const char *what, unsigned flags);
+/* The same for the directory name below the checked directory dirfd (no
+ * symlink followed).  Returns the fd. */
+int ovs_safe_dir_at(int dirfd, const char *name, const char *what);
 /*
  * The run directory held to the store's rule: its control sockets tell
  * the CLI which daemon serves a volume, its pid files which daemon serves a
@@ -139,12 +142,11 @@ int ovs_safe_dir_open(const char *path, const char *what, unsigned flags);
  * (-EPERM: unsafe, -ENOENT: missing).
  */
 int ovs_run_dir_check(unsigned flags);
-/* The same for the directory name below the checked directory dirfd (no
- * symlink followed).  Returns the fd. */
-int ovs_safe_dir_at(int dirfd, const char *name, const char *what);
 /* openat2 of rel below dirfd without following symlinks, leaving dirfd's
- * tree or crossing a mount (O_CLOEXEC added).  The fd, or -errno (-ELOOP,
- * -EXDEV for what it refuses); sets no message. */
+ * tree or crossing a mount (O_CLOEXEC added), by ovs_open_beneath (lib/walk.c:
+ * a rel of any length).  Opens only: O_CREAT and O_TMPFILE are -EINVAL
+ * (mode is for them).  The fd, or -errno (-ELOOP, -EXDEV for what it
+ * refuses); sets no message. */
 int ovs_store_open_beneath(int dirfd, const char *rel, int flags, mode_t mode);
 /* layers/<id>/upper and layers/<id>/work of the volume's store, opened
  * from its fd through ovs_store_open_beneath (flags: O_RDONLY, O_PATH,

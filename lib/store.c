@@ -19,6 +19,7 @@
 
 #include "ovsnap-private.h"
 #include "preserve.h"
+#include "walk.h"
 
 #define SAFE_MAX_LINKS 40	/* as the kernel's MAXSYMLINKS */
 
@@ -202,18 +203,13 @@ int ovs_safe_dir_at(int dirfd, const char *name, const char *what)
 
 int ovs_store_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
-	struct open_how how = {
-		.flags = (uint64_t)flags | O_CLOEXEC,
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
-	};
-	long fd;
-
-	do
-		fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-	while (fd < 0 && errno == EAGAIN);
-	return fd < 0 ? -errno : (int)fd;
+	(void)mode;
+	/* O_TMPFILE holds O_DIRECTORY's bit: test all of it */
+	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
+		return -EINVAL;
+	return ovs_open_beneath(dirfd, rel, flags | O_CLOEXEC,
+				RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+				RESOLVE_NO_XDEV);
 }
 
 /* ---- the layers of a volume -------------------------------------------------- */

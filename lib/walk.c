@@ -336,8 +336,13 @@ out:
 static int openat2_piece(int dirfd, const char *path, int flags, unsigned long long resolve)
 {
 	struct open_how how = { .flags = flags, .resolve = resolve };
-	int fd = syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
+	int fd;
 
+	/* EAGAIN: a rename or mount somewhere raced the RESOLVE_BENEATH
+	 * walk; the kernel asks to try again */
+	do
+		fd = syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
+	while (fd < 0 && errno == EAGAIN);
 	return fd < 0 ? -errno : fd;
 }
 
