@@ -7,6 +7,8 @@
 
 #include <popt.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include "libovsnap.h"
 
 enum {
@@ -96,6 +98,18 @@ int ovs_mkdir_run_dir(void);
 
 /* The volume's snapshot-mount daemon (cmd/daemon-client.c). */
 int ovs_daemon_status(struct ovs_volume *v, char *reply, size_t len);
+/* A daemon's answer to "status" ("ok pid=P layer=L ... open=N ...
+ * fusedev=MAJ:MIN src=SRC"; ovsnapd(8)), parsed: the one reader of it. */
+struct ovs_daemon_state {
+	pid_t pid;
+	bool has_layer, has_open, has_fusedev;
+	uint64_t layer;
+	uint64_t open;		/* files open through the snapshot mount */
+	dev_t fusedev;		/* its FUSE connection's device; 0:0 unknown */
+	const char *src;	/* in the reply (last: may hold blanks), or NULL */
+};
+/* 0, or -EPROTO (with the error set) for an answer without a pid. */
+int ovs_daemon_state_parse(const char *reply, struct ovs_daemon_state *st);
 bool ovs_daemon_running(struct ovs_volume *v);
 /* Start ovsnapd for v and wait until it has mounted over SRC. */
 int ovs_daemon_start(struct ovs_volume *v);

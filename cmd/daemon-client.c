@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,23 +69,61 @@ int ovs_daemon_start(struct ovs_volume *v)
 	return pid < 0 ? (int)pid : 0;
 }
 
+/* "key=value" of a status reply: where the value starts, or NULL. */
+static const char *state_field(const char *reply, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = reply; (p = strstr(p, key)); p++)
+		if ((p == reply || p[-1] == ' ') && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+static bool state_u64(const char *reply, const char *key, uint64_t *val)
+{
+	const char *p = state_field(reply, key);
+	char *end;
+
+	if (!p || *p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	*val = strtoull(p, &end, 10);
+	return !errno && end != p && (*end == ' ' || *end == '\0');
+}
+
+int ovs_daemon_state_parse(const char *reply, struct ovs_daemon_state *st)
+{
+	const char *dev;
+	unsigned int maj, min;
+	uint64_t pid;
+
+	memset(st, 0, sizeof(*st));
+	if (strncmp(reply, "ok ", 3) != 0 || !state_u64(reply, "pid", &pid) || pid == 0 ||
+	    pid > INT32_MAX)
+		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
+	st->pid = (pid_t)pid;
+	st->has_layer = state_u64(reply, "layer", &st->layer);
+	st->has_open = state_u64(reply, "open", &st->open);
+	dev = state_field(reply, "fusedev");
+	if (dev && sscanf(dev, "%u:%u", &maj, &min) == 2) {
+		st->has_fusedev = true;
+		st->fusedev = makedev(maj, min);
+	}
+	st->src = state_field(reply, "src");
+	return 0;
+}
+
 pid_t ovs_daemon_pid(struct ovs_volume *v)
 {
-	char reply[OVS_CTL_MSG_MAX], *p, *end;
-	long pid;
+	char reply[OVS_CTL_MSG_MAX];
+	struct ovs_daemon_state st;
 	int rc;
 
 	rc = ovs_daemon_status(v, reply, sizeof(reply));
-	if (rc < 0)
-		return rc;
-	p = strstr(reply, " pid=");
-	if (!p)
-		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
-	errno = 0;
-	pid = strtol(p + 5, &end, 10);
-	if (errno || end == p + 5 || pid <= 0)
-		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
-	return (pid_t)pid;
+	if (rc == 0)
+		rc = ovs_daemon_state_parse(reply, &st);
+	return rc < 0 ? rc : st.pid;
 }
 
 /*

@@ -31,17 +31,6 @@ struct detached {
 	dev_t dev;
 };
 
-/* "key=value" of a status reply; src= is last and may hold blanks. */
-static const char *status_field(const char *reply, const char *key)
-{
-	size_t n = strlen(key);
-
-	for (const char *p = reply; (p = strstr(p, key)); p++)
-		if ((p == reply || p[-1] == ' ') && p[n] == '=')
-			return p + n + 1;
-	return NULL;
-}
-
 /* The daemons of v whose snapshot mount was detached and still answer. */
 static int detached_daemons(struct ovs_volume *v, struct detached **out, size_t *n)
 {
@@ -57,8 +46,7 @@ static int detached_daemons(struct ovs_volume *v, struct detached **out, size_t 
 		return errno == ENOENT ? 0 : ovs_err(errno, "cannot read %s: %m", ovs_run_dir());
 	while ((de = readdir(d))) {
 		char reply[OVS_CTL_MSG_MAX], sock[PATH_MAX];
-		const char *src, *pid, *dev;
-		unsigned int maj, min;
+		struct ovs_daemon_state st;
 		struct detached *nl;
 		long p;
 
@@ -72,12 +60,9 @@ static int detached_daemons(struct ovs_volume *v, struct detached **out, size_t 
 				unlink(sock);
 			continue;
 		}
-		src = status_field(reply, "src");
-		pid = status_field(reply, "pid");
-		dev = status_field(reply, "fusedev");
 		/* fusedev 0:0: the daemon could not tell its device */
-		if (!src || !pid || !dev || strcmp(src, ovs_volume_source(v)) != 0 ||
-		    sscanf(dev, "%u:%u", &maj, &min) != 2)
+		if (ovs_daemon_state_parse(reply, &st) < 0 || !st.src || !st.has_fusedev ||
+		    strcmp(st.src, ovs_volume_source(v)) != 0)
 			continue;
 		nl = realloc(list, (cnt + 1) * sizeof(*nl));
 		if (!nl) {
@@ -86,8 +71,8 @@ static int detached_daemons(struct ovs_volume *v, struct detached **out, size_t 
 			return ovs_err(ENOMEM, "out of memory");
 		}
 		list = nl;
-		list[cnt].pid = (pid_t)strtol(pid, NULL, 10);
-		list[cnt].dev = makedev(maj, min);
+		list[cnt].pid = st.pid;
+		list[cnt].dev = st.fusedev;
 		cnt++;
 	}
 	closedir(d);

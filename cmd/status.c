@@ -37,23 +37,6 @@ const char *ovs_health_name(enum ovs_health_state s)
 	return "unknown";
 }
 
-/* "ok pid=1 layer=2 ... open=3 ...": the value of key, or false. */
-static bool status_field(const char *reply, const char *key, uint64_t *val)
-{
-	char pat[32];
-	const char *p;
-	char *end;
-
-	snprintf(pat, sizeof(pat), " %s=", key);
-	p = strstr(reply, pat);
-	if (!p)
-		return false;
-	p += strlen(pat);
-	errno = 0;
-	*val = strtoull(p, &end, 10);
-	return !errno && end != p;
-}
-
 /*
  * The last deactivation came after the newest snapshot and the volume was
  * switched on again since: what changed in between is in no snapshot (the
@@ -90,14 +73,15 @@ void ovs_volume_health(struct ovs_volume *v, struct ovs_health *h)
 	}
 	rc = ovs_daemon_status(v, reply, sizeof(reply));
 	if (rc == 0) {
-		uint64_t val;
+		struct ovs_daemon_state st;
 
 		h->daemon = true;
-		if (status_field(reply, "pid", &val))
-			h->pid = (long)val;
-		if (status_field(reply, "layer", &val))
-			h->layer = val;
-		h->has_open = status_field(reply, "open", &h->open);
+		if (ovs_daemon_state_parse(reply, &st) == 0) {
+			h->pid = (long)st.pid;
+			h->layer = st.layer;
+			h->has_open = st.has_open;
+			h->open = st.open;
+		}
 	}
 	if (!ovs_volume_active(v)) {
 		h->state = OVS_HEALTH_DEACTIVATED;
