@@ -60,32 +60,6 @@ static char *canonical_target(const char *arg)
 	return real;
 }
 
-/* The pid in the view's pid file, if that process is still ovsnap-viewd. */
-static pid_t view_pid(const char *pidfile)
-{
-	char *text = NULL, comm[64] = "", path[64];
-	size_t len;
-	pid_t pid = 0;
-	FILE *f;
-
-	if (ovs_read_file_at(AT_FDCWD, pidfile, &text, &len, 64) < 0)
-		return 0;
-	pid = atoi(text);
-	free(text);
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(comm, sizeof(comm), f))
-		comm[0] = 0;
-	fclose(f);
-	comm[strcspn(comm, "\n")] = 0;
-	/* comm is cut at 15 characters */
-	return strncmp(comm, "ovsnap-viewd", 15) == 0 ? pid : 0;
-}
-
 static void wait_gone(pid_t pid)
 {
 	struct timespec tick = { 0, 10 * 1000 * 1000 };
@@ -142,7 +116,7 @@ int cmd_umount(int argc, const char **argv)
 		goto out;
 	}
 	if (!vm.kernel && ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) == 0)
-		pid = view_pid(pidfile);
+		pid = ovs_view_daemon(target, NULL);
 
 	cxt = mnt_new_context();
 	if (!cxt) {

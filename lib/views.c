@@ -69,14 +69,7 @@ static bool is_root_viewd(pid_t pid)
 	return comm_ok && uid_ok;
 }
 
-/*
- * Whether the ovsnap-viewd that `ovsnap mount` recorded for the view's
- * target (its pid file in the run directory, "PID MAJOR:MINOR") is alive
- * and serves this very mount: the device number of a FUSE mount is its
- * connection's, so a view remounted, or a dead daemon's pid reused, does
- * not match.
- */
-static bool served_by_viewd(struct libmnt_fs *fs)
+pid_t ovs_view_daemon(const char *target, dev_t *dev)
 {
 	char pidfile[PATH_MAX], *text = NULL;
 	unsigned int maj, min;
@@ -84,14 +77,30 @@ static bool served_by_viewd(struct libmnt_fs *fs)
 	int pid;
 	bool ok;
 
-	if (!mnt_fs_get_target(fs) ||
-	    ovs_view_run_file(mnt_fs_get_target(fs), "pid", pidfile, sizeof(pidfile)) < 0 ||
+	if (ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0 ||
 	    ovs_read_file_at(AT_FDCWD, pidfile, &text, &len, 64) < 0)
-		return false;
-	ok = sscanf(text, "%d %u:%u", &pid, &maj, &min) == 3 && pid > 0 &&
-	     makedev(maj, min) == mnt_fs_get_devno(fs) && is_root_viewd(pid);
+		return 0;
+	ok = sscanf(text, "%d %u:%u", &pid, &maj, &min) == 3 && pid > 0 && is_root_viewd(pid);
 	free(text);
-	return ok;
+	if (!ok)
+		return 0;
+	if (dev)
+		*dev = makedev(maj, min);
+	return pid;
+}
+
+/*
+ * Whether the ovsnap-viewd that `ovsnap mount` recorded for the view's
+ * target is alive and serves this very mount: the device number of a FUSE
+ * mount is its connection's, so a view remounted, or a dead daemon's pid
+ * reused, does not match.
+ */
+static bool served_by_viewd(struct libmnt_fs *fs)
+{
+	dev_t dev;
+
+	return mnt_fs_get_target(fs) && ovs_view_daemon(mnt_fs_get_target(fs), &dev) > 0 &&
+	       dev == mnt_fs_get_devno(fs);
 }
 
 /* Parse one mount-table entry: 1 if it is a view (out filled). */

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "libovsnap.h"
 
@@ -37,6 +38,11 @@ void ovs_views_free(struct ovs_view_mount *views, size_t n);
  * a view made by root, served or not (a dead view can be unmounted), 0
  * when it is something else or no mount, -errno on failure. */
 int ovs_view_at(const char *target, struct ovs_view_mount *out);
+/* The ovsnap-viewd `ovsnap mount` recorded for the view at target (its pid
+ * file in the run directory), if it is alive, root's and ovsnap-viewd:
+ * its pid, and in *dev (if not NULL) the device of the mount it made; 0
+ * when there is none. */
+pid_t ovs_view_daemon(const char *target, dev_t *dev);
 /* The source string a view of snapshot id of src is mounted with
  * (malloc'ed). */
 char *ovs_view_source(const char *src, uint64_t id);
