@@ -1,0 +1,229 @@
+#!/bin/bash
+# ovsnap diff (issue 15 item 1): what changed between two snapshots and
+# since a snapshot, read from the layers in the store, with the volume
+# active (changes through the snapshot mount) and deactivated; states are
+# compared, not events; the work never walks SRC; bad input gets one line.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_fs xfs
+ovs_require_cmd setfattr python3 strace setpriv
+
+# A fresh XFS image with a small tree, protected, snapshot 1 taken.
+setUp() {
+	local f i
+
+	ovs_mkfs xfs 1G || return 1
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/redo" "$SRC/tree/a/b"
+	for f in back content gone hl1 modefile mode_back ownfile ren t xafile esc; do
+		echo "$f" >"$SRC/$f"
+	done
+	echo old >"$SRC/redo/old"
+	echo deep >"$SRC/tree/a/b/f"
+	ln "$SRC/hl1" "$SRC/hl2"
+	ln -s back "$SRC/sym"
+	# a user's trusted.overlay.* xattr: escaped in a layer copy (rule 14)
+	setfattr -n trusted.overlay.user -v mine "$SRC/esc" || fail "setfattr trusted.overlay.user"
+	touch -d '2020-01-02 03:04:05.123456789' "$SRC/back" "$SRC/esc"
+	# 20,000 files that no diff may read
+	for i in 0 1 2 3; do
+		mkdir "$SRC/bulk$i"
+		(cd "$SRC/bulk$i" && seq -f "f%g" 5000 | xargs touch) || fail "bulk$i"
+	done
+	take 1
+}
+
+tearDown() {
+	ovs_teardown
+}
+
+take() {
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" "$1" "$OVS_OUT"
+}
+
+# The changes after snapshot 1, through the snapshot mount.
+change_batch1() {
+	echo new >"$SRC/new"
+	mkdir "$SRC/newdir" && echo x >"$SRC/newdir/x"
+	rm "$SRC/gone"
+	echo changed >"$SRC/content"
+	chmod 0600 "$SRC/modefile"
+	chown 1234:1234 "$SRC/ownfile"
+	setfattr -n user.k -v v "$SRC/xafile"
+	rm "$SRC/t" && mkdir "$SRC/t"
+	# changed and changed back: content and mtime, mode, an escaped xattr
+	echo other >"$SRC/back"
+	echo back >"$SRC/back"
+	touch -d '2020-01-02 03:04:05.123456789' "$SRC/back"
+	chmod 0600 "$SRC/mode_back" "$SRC/esc"
+	chmod 0644 "$SRC/mode_back" "$SRC/esc"
+	mv "$SRC/ren" "$SRC/ren2"
+	rm -r "$SRC/tree"
+	rm -r "$SRC/redo" && mkdir "$SRC/redo" && echo n >"$SRC/redo/new"
+	echo more >>"$SRC/hl1"
+	ln -sfn content "$SRC/sym"
+}
+
+BATCH1='M	content
+-	gone
+M	hl1
+M	hl2
+M	modefile
++	new
++	newdir
++	newdir/x
+M	ownfile
++	redo/new
+-	redo/old
+-	ren
++	ren2
+M	sym
+T	t
+-	tree
+-	tree/a
+-	tree/a/b
+-	tree/a/b/f
+M	xafile'
+
+# The changes after snapshot 2.
+change_batch2() {
+	echo again >>"$SRC/new"
+	echo a >"$SRC/after2"
+	rm "$SRC/ren2"
+}
+
+BATCH2='+	after2
+M	new
+-	ren2'
+
+# BATCH1 followed by BATCH2, as seen from snapshot 1.
+BOTH="+	after2
+$(printf '%s\n' "$BATCH1" | grep -v ren2)"
+
+diff_is() {	# diff_is WHAT EXPECTED ARGS...
+	local what=$1 want=$2
+	shift 2
+	ovs_run "$OVSNAP" diff "$SRC" "$@"
+	assertEquals "$what: exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "$what: stderr" "" "$OVS_ERR"
+	assertEquals "$what: changes" "$want" "$OVS_OUT"
+}
+
+test_changes_between_snapshots_and_live_active_and_not() {
+	diff_is "no change yet" "" 1
+	change_batch1
+	diff_is "1 against live" "$BATCH1" 1
+	take 2
+	check_json
+	change_batch2
+	diff_is "1 2" "$BATCH1" 1 2
+	diff_is "2 against live" "$BATCH2" 2
+	diff_is "1 against live, both batches" "$BOTH" 1
+	diff_is "a snapshot with itself" "" 2 2
+	diff_is "references: @oldest @-0, -1 live" "$BATCH1" @oldest @-0
+	diff_is "references: -1 is snapshot 1" "$BOTH" -1
+
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	diff_is "deactivated: 1 2" "$BATCH1" 1 2
+	diff_is "deactivated: 2 against live" "$BATCH2" 2
+	diff_is "deactivated: 1 against live" "$BOTH" 1
+}
+
+# --json of snapshot 1 against 2 after change_batch1.
+check_json() {
+	ovs_run "$OVSNAP" diff --json "$SRC" 1 2
+	assertEquals "diff --json: $(ovs_ran)" 0 "$OVS_RC"
+	printf '%s\n' "$OVS_OUT" >"$OVS_TMP/diff.json"
+	ovs_run python3 - "$OVS_TMP/diff.json" "$SRC" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d) == {"source", "from", "to", "changes"}, d.keys()
+assert d["source"] == sys.argv[2] and d["from"] == 1 and d["to"] == 2, d
+c = {x["path"]: x for x in d["changes"]}
+assert len(c) == 20, len(c)
+want = {
+    "content": {"path": "content", "change": "modified", "type": "file",
+                "fields": ["content", "mtime"]},
+    "modefile": {"path": "modefile", "change": "modified", "type": "file",
+                 "fields": ["mode"]},
+    "ownfile": {"path": "ownfile", "change": "modified", "type": "file",
+                "fields": ["owner"]},
+    "xafile": {"path": "xafile", "change": "modified", "type": "file",
+               "fields": ["xattrs"]},
+    "sym": {"path": "sym", "change": "modified", "type": "symlink",
+            "fields": ["content", "mtime"]},
+    "t": {"path": "t", "change": "type", "from_type": "file", "to_type": "directory"},
+    "newdir": {"path": "newdir", "change": "added", "type": "directory"},
+    "gone": {"path": "gone", "change": "removed", "type": "file"},
+}
+for p, w in want.items():
+    assert c[p] == w, (c[p], w)
+EOF
+	assertEquals "JSON shape: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" diff -J "$SRC" 2
+	assertEquals "diff -J against live, no change" \
+		"{\"source\": \"$SRC\", \"from\": 2, \"to\": \"live\", \"changes\": []}" "$OVS_OUT"
+}
+
+# 20,000 files in SRC, three changes: the diff reads the layers, never
+# SRC's big directories (no getdents64 on them).  Then bad input (one
+# test function: each costs a filesystem and its teardown).
+test_cost_follows_the_layers_and_bad_input() {
+	local n
+
+	take 2
+	echo x >"$SRC/bulk1/f17"
+	echo y >"$SRC/bulk2/new"
+	rm "$SRC/bulk3/f4999"
+	ovs_run strace -f -y -o "$OVS_TMP/strace.log" -e trace=getdents64 \
+		"$OVSNAP" diff "$SRC" 2
+	assertEquals "diff under strace: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "three changes" "M	bulk1/f17
++	bulk2/new
+-	bulk3/f4999" "$OVS_OUT"
+	n=$(grep 'getdents64(.*bulk' "$OVS_TMP/strace.log" | grep -vc '/layers/')
+	assertEquals "getdents64 calls on SRC's big directories: $(grep bulk "$OVS_TMP/strace.log" |
+		grep -v /layers/ | head -3)" 0 "$n"
+	assertTrue "strace saw the layers read" "grep -q getdents64 '$OVS_TMP/strace.log'"
+	check_bad_input
+}
+
+# Bad input, on a volume with snapshots 1 and 2: one line, non-zero exit.
+check_bad_input() {
+	ovs_run "$OVSNAP" diff "$SRC" 2 1
+	assertEquals "newer first: exit" 1 "$OVS_RC"
+	assertEquals "newer first: stderr" \
+		"ovsnap: diff $SRC 2 1: snapshot 2 is newer than snapshot 1 (give the older one first)" \
+		"$OVS_ERR"
+	assertEquals "newer first: stdout" "" "$OVS_OUT"
+	ovs_run "$OVSNAP" diff "$SRC" 7
+	assertEquals "unknown id: exit" 1 "$OVS_RC"
+	assertEquals "unknown id: stderr" "ovsnap: diff $SRC 7: $SRC has no snapshot 7" "$OVS_ERR"
+	ovs_run "$OVSNAP" diff --json "$SRC" 1 nosuch
+	assertEquals "unknown name: exit" 1 "$OVS_RC"
+	assertEquals "unknown name: stderr" \
+		"ovsnap: diff $SRC nosuch: $SRC has no snapshot named nosuch" "$OVS_ERR"
+	assertEquals "unknown name: nothing on stdout, also with --json" "" "$OVS_OUT"
+	ovs_run "$OVSNAP" diff "$SRC" @-5
+	assertEquals "@-5 of two: exit" 1 "$OVS_RC"
+	assertEquals "@-5 of two: one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	ovs_run "$OVSNAP" diff "$SRC"
+	assertEquals "missing argument: usage exit" 2 "$OVS_RC"
+	ovs_run "$OVSNAP" diff "$SRC" 1 2 3
+	assertEquals "too many arguments: usage exit" 2 "$OVS_RC"
+	mkdir "$OVS_MNT/plain"
+	ovs_run "$OVSNAP" diff "$OVS_MNT/plain" 1
+	assertEquals "not a volume: exit" 1 "$OVS_RC"
+	assertEquals "not a volume: stderr" \
+		"ovsnap: diff $OVS_MNT/plain: not a volume (no snapshot was ever taken of it)" "$OVS_ERR"
+	ovs_user
+	ovs_as_user "$OVSNAP" diff "$SRC" 1
+	assertEquals "not root: exit" 1 "$OVS_RC"
+	assertEquals "not root: stderr" "ovsnap: diff: must be run as root" "$OVS_ERR"
+	"$OVSNAP" diff --json "$SRC" 1 >/dev/full 2>/dev/null
+	assertNotEquals "diff >/dev/full must fail" 0 $?
+}
+
+. "$SHUNIT2"
