@@ -8,6 +8,9 @@ ovs_require_root
 ovs_require_fs xfs
 ovs_require_cmd setfattr python3 strace setpriv
 
+MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
+WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
+
 # A fresh XFS image with a small tree, protected, snapshot 1 taken.
 setUp() {
 	local f i
@@ -224,6 +227,118 @@ check_bad_input() {
 	assertEquals "not root: stderr" "ovsnap: diff: must be run as root" "$OVS_ERR"
 	"$OVSNAP" diff --json "$SRC" 1 >/dev/full 2>/dev/null
 	assertNotEquals "diff >/dev/full must fail" 0 $?
+}
+
+# ovsnap diff's output (DIFF_DIR/A-B.diff, for a volume whose workload
+# ran in SRC/w) against the difference of the manifests MANIFEST_DIR/A
+# and B (tests/tools/ovs-manifest), for each pair A:B.
+ORACLE_PY='
+import re, sys
+
+def unesc_manifest(p):
+    return re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), p)
+
+def unesc_diff(p):
+    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), p)
+
+def load(name):
+    out = {}
+    for line in open(name, "rb").read().splitlines():
+        path, _, rest = line.partition(b" ")
+        words = rest.split(b" ")
+        f = dict(x.split(b"=", 1) for x in words if b"=" in x and not x.startswith(b"xattr:"))
+        f[b"xattrs"] = b" ".join(sorted(x for x in words if x.startswith(b"xattr:")))
+        f.pop(b"hardlink", None)	# link groups are not compared
+        if f[b"type"] == b"d":
+            f.pop(b"mtime", None)	# a directory whose only change is its mtime is left out
+        out[unesc_manifest(path)] = f
+    return out
+
+def check(a, b, out):
+    want = set()
+    for p in set(a) | set(b):
+        if p not in a:
+            want.add((b"+", p))
+        elif p not in b:
+            want.add((b"-", p))
+        elif a[p][b"type"] != b[p][b"type"]:
+            want.add((b"T", p))
+        elif a[p] != b[p]:
+            want.add((b"M", p))
+    got = []
+    for line in open(out, "rb").read().splitlines():
+        if not line:
+            continue
+        mark, path = line.split(b"\t", 1)
+        path = unesc_diff(path)
+        if path == b".":
+            continue		# the root of SRC, above the workload
+        assert path == b"w" or path.startswith(b"w/"), line
+        got.append((mark, b"." if path == b"w" else path[2:]))
+    bad = sorted(set(got) ^ want)
+    for m, p in bad[:20]:
+        print(("missing " if (m, p) in want else "extra ") + (m + b" " + p).decode(errors="replace"))
+    if len(got) != len(set(got)):
+        print("a path twice")
+    return not bad and len(got) == len(set(got)), len(got)
+
+# argv: MANIFEST_DIR DIFF_DIR A:B...  (B may be "live")
+mf, dd, ok, counts = sys.argv[1], sys.argv[2], True, []
+for pair in sys.argv[3:]:
+    a, b = pair.split(":")
+    good, n = check(load(f"{mf}/{a}.manifest"), load(f"{mf}/{b}.manifest"), f"{dd}/{a}-{b}.diff")
+    if not good:
+        print(f"diff {a} {b}: the above differs from the manifests")
+        ok = False
+    counts.append(f"{a}-{b}:{n}")
+print("changes per diff:", " ".join(counts))
+sys.exit(0 if ok else 1)
+'
+
+# The consistency oracle: a seeded random workload through the snapshot
+# mount with takes, the manifest of the live tree recorded at each take;
+# then the diff of every pair of snapshots, and of each one against the
+# live tree, is exactly the difference of their manifests.  Reproduce a
+# failure with OVS_DIFF_SEED=N.
+test_oracle_diff_equals_manifest_difference() {
+	local seed=${OVS_DIFF_SEED:-$((RANDOM % 1000 + 1))} mf=$OVS_TMP/manifests w ids i j rc t0 pairs=()
+
+	w=$SRC/w
+	mkdir -p "$w" "$mf"
+	ovs_run "$WORKLOAD" --seed "$((seed + 1000))" --ops 300 "$w"
+	assertEquals "initial tree (seed $seed): $(ovs_ran)" 0 "$OVS_RC" || return
+	"$MANIFEST" "$w" >"$mf/.pending" || fail "manifest of $w"
+	take 2
+	mv "$mf/.pending" "$mf/2.manifest"
+	t0=$(date +%s)
+	"$WORKLOAD" --seed "$seed" --ops "${OVS_DIFF_OPS:-600}" --takes 4 \
+		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$mf" "$w" \
+		>"$OVS_TMP/takes.log" 2>"$OVS_TMP/ops.log" </dev/null
+	rc=$?
+	assertEquals "workload (seed $seed): $(tail -3 "$OVS_TMP/ops.log")" 0 "$rc" || return
+	"$MANIFEST" "$w" >"$mf/live.manifest" || fail "manifest of the live $w"
+	echo "workload: $(($(date +%s) - t0)) s"; t0=$(date +%s)
+	ids=($(cd "$mf" && ls -- *.manifest | grep -v live | sed 's/\.manifest$//' | sort -n))
+	assertEquals "snapshots with manifests (seed $seed)" 5 "${#ids[@]}"
+	mkdir -p "$OVS_TMP/diffs"
+	for ((i = 0; i < ${#ids[@]}; i++)); do
+		for j in "${ids[@]:i}" live; do
+			if [ "$j" = live ]; then
+				ovs_run "$OVSNAP" diff "$SRC" "${ids[i]}"
+			else
+				ovs_run "$OVSNAP" diff "$SRC" "${ids[i]}" "$j"
+			fi
+			assertEquals "diff ${ids[i]} $j (seed $seed): $(ovs_ran | head -3)" 0 "$OVS_RC"
+			printf '%s\n' "$OVS_OUT" >"$OVS_TMP/diffs/${ids[i]}-$j.diff"
+			pairs+=("${ids[i]}:$j")
+		done
+	done
+	echo "diffs: $(($(date +%s) - t0)) s"
+	# one python3 for all: it takes seconds to start
+	ovs_run python3 -c "$ORACLE_PY" "$mf" "$OVS_TMP/diffs" "${pairs[@]}"
+	assertEquals "each diff equals the difference of the manifests (seed $seed):
+$OVS_OUT $OVS_ERR" 0 "$OVS_RC"
+	echo "seed $seed: ${OVS_OUT##*$'\n'}"
 }
 
 . "$SHUNIT2"
