@@ -15,7 +15,7 @@ WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
 setUp() {
 	local f i
 
-	ovs_mkfs xfs 1G || return 1
+	ovs_mkfs "${OVS_DIFF_FS:-xfs}" 1G || return 1
 	SRC=$OVS_MNT/src
 	mkdir -p "$SRC/redo" "$SRC/tree/a/b"
 	for f in back content gone hl1 modefile mode_back ownfile ren t xafile esc; do
