@@ -6,7 +6,7 @@
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd setfattr python3 strace setpriv
+ovs_require_cmd setfattr python3 strace setpriv perl
 
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
 WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
@@ -190,10 +190,23 @@ test_cost_follows_the_layers_and_bad_input() {
 	assertEquals "getdents64 calls on SRC's big directories: $(grep bulk "$OVS_TMP/strace.log" |
 		grep -v /layers/ | head -3)" 0 "$n"
 	assertTrue "strace saw the layers read" "grep -q getdents64 '$OVS_TMP/strace.log'"
+
+	# Rule 18: a tree deeper than PATH_MAX (40 directories of 200-byte
+	# names, ~8 KB), made through the snapshot mount.
+	take 3
+	perl -e 'chdir $ARGV[0] or die "$ARGV[0]: $!"; my $n = "d" x 200;
+		for (1..40) { mkdir $n or die "mkdir: $!"; chdir $n or die "chdir: $!"; }
+		open(F, ">leaf") or die "leaf: $!"; close F;' "$SRC/" || fail "deep tree"
+	ovs_run "$OVSNAP" diff "$SRC" 3
+	assertEquals "deep tree: exit: $(ovs_ran | cut -c1-300)" 0 "$OVS_RC"
+	assertEquals "deep tree: 40 directories and a file added" 41 \
+		"$(printf '%s\n' "$OVS_OUT" | grep -c '^+	')"
+	assertEquals "deep tree: the deepest path in full" \
+		"$((40 * 201 + 4 + 1))" "$(printf '%s\n' "$OVS_OUT" | tail -1 | cut -f2 | wc -c)"
 	check_bad_input
 }
 
-# Bad input, on a volume with snapshots 1 and 2: one line, non-zero exit.
+# Bad input, on a volume with snapshots 1 to 3: one line, non-zero exit.
 check_bad_input() {
 	ovs_run "$OVSNAP" diff "$SRC" 2 1
 	assertEquals "newer first: exit" 1 "$OVS_RC"
@@ -210,8 +223,8 @@ check_bad_input() {
 		"ovsnap: diff $SRC nosuch: $SRC has no snapshot named nosuch" "$OVS_ERR"
 	assertEquals "unknown name: nothing on stdout, also with --json" "" "$OVS_OUT"
 	ovs_run "$OVSNAP" diff "$SRC" @-5
-	assertEquals "@-5 of two: exit" 1 "$OVS_RC"
-	assertEquals "@-5 of two: one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertEquals "@-5 of three: exit" 1 "$OVS_RC"
+	assertEquals "@-5 of three: one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
 	ovs_run "$OVSNAP" diff "$SRC"
 	assertEquals "missing argument: usage exit" 2 "$OVS_RC"
 	ovs_run "$OVSNAP" diff "$SRC" 1 2 3
