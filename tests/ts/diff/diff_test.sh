@@ -203,6 +203,14 @@ test_cost_follows_the_layers_and_bad_input() {
 		"$(printf '%s\n' "$OVS_OUT" | grep -c '^+	')"
 	assertEquals "deep tree: the deepest path in full" \
 		"$((40 * 201 + 4 + 1))" "$(printf '%s\n' "$OVS_OUT" | tail -1 | cut -f2 | wc -c)"
+
+	# One line per change whatever the name: a newline, a tab and a
+	# backslash as \ooo.
+	take 4
+	touch "$SRC/"$'new\nline' "$SRC/"$'tab\there' "$SRC/back\\slash"
+	diff_is "odd names" '+	back\134slash
++	new\012line
++	tab\011here' 4
 	check_bad_input
 }
 
