@@ -717,8 +717,8 @@ static int compare_path(struct diff *d, const char *path)
 		} else {
 			kind = OVS_DIFF_MODIFIED;
 			rc = compare_objects(d, path, ga, &ea.st, gb, &eb.st, &fields);
-			if (rc == -ENOENT && d->active && tries < 100)
-				continue;	/* moved into U_n under us */
+			if ((rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP) && tries < 100)
+				continue;	/* moved under us: look again */
 			if (rc < 0)
 				return rc;
 			/* a directory's mtime follows the names in it,
