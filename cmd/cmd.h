@@ -198,6 +198,7 @@ int cmd_fsck(int argc, const char **argv);
 int cmd_activate(int argc, const char **argv);
 int cmd_deactivate(int argc, const char **argv);
 int cmd_status(int argc, const char **argv);
+int cmd_diff(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

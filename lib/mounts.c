@@ -7,6 +7,8 @@
  */
 #include <blkid.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <libmount.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "ovsnap-private.h"
 
@@ -304,4 +308,57 @@ int ovs_umount_lazy(const char *target)
 	}
 	mnt_free_context(cxt);
 	return 0;
+}
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+
+int ovs_open_real_source(const char *src)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV,
+	};
+	struct ovs_mountinfo mi;
+	const char *rel;
+	size_t tlen;
+	int treefd, fd, rc;
+
+	rc = ovs_mount_find(src, &mi);
+	if (rc < 0)
+		return rc;
+	tlen = strlen(mi.target);
+	if (strcmp(mi.target, "/") == 0) {
+		rel = src + 1;
+	} else if (strncmp(src, mi.target, tlen) == 0 && (src[tlen] == '/' || !src[tlen])) {
+		rel = src + tlen + (src[tlen] == '/');
+	} else {
+		rc = ovs_err(EINVAL, "%s is not below its mount point %s", src, mi.target);
+		ovs_mountinfo_clear(&mi);
+		return rc;
+	}
+	if (!*rel) {
+		/* SRC is the root of its filesystem: nothing above it to
+		 * clone; what its path shows is all there is */
+		ovs_mountinfo_clear(&mi);
+		fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		return fd < 0 ? ovs_err(errno, "cannot open %s: %m", src) : fd;
+	}
+	treefd = syscall(SYS_open_tree, AT_FDCWD, mi.target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (treefd < 0) {
+		rc = ovs_err(errno, "cannot clone the mount %s: %m", mi.target);
+		ovs_mountinfo_clear(&mi);
+		return rc;
+	}
+	ovs_mountinfo_clear(&mi);
+	fd = syscall(SYS_openat2, treefd, rel, &how, sizeof(how));
+	rc = errno;
+	close(treefd);
+	if (fd < 0)
+		return ovs_err(rc, "cannot open %s below its snapshot mount: %s", src, strerror(rc));
+	return fd;
 }

@@ -178,6 +178,11 @@ struct libmnt_iter;
 /* The same with an iterator over it (MNT_ITER_FORWARD or _BACKWARD);
  * mnt_free_iter() and mnt_unref_table() them. */
 int ovs_mount_table_iter(struct libmnt_table **tb, struct libmnt_iter **itr, int direction);
+/* SRC's real directory (O_RDONLY), also while ovsnap's snapshot mount,
+ * alive or dead, covers it: the mount SRC lives on is cloned without its
+ * submounts (open_tree) and SRC opened inside the clone, no symlink
+ * followed.  The fd, or -errno with a message. */
+int ovs_open_real_source(const char *src);
 /* Detach the top mount at target (umount -l), through libmount. */
 int ovs_umount_lazy(const char *target);
 

@@ -1,0 +1,824 @@
+/*
+ * ovs_diff(): the changes between two snapshots, or a snapshot and the
+ * live tree, computed from the layers (see diff.h for why that suffices).
+ *
+ * 1. Candidates: every entry of the layers U_A..U_B-1 (U_A..U_n for the
+ *    live tree), found by the iterative walker; entries that hide what
+ *    lies below them (whiteouts, non-directories, opaque directories) are
+ *    marks.
+ * 2. Below each mark, whatever B has there is a candidate too (a directory
+ *    made after a removal, with everything in it).
+ * 3. Each candidate is resolved in A's stack and in B's (the library's
+ *    resolver) and the two objects compared: type, then content, mode,
+ *    owner, mtime and xattrs.  The same object (the same layer, or SRC in
+ *    both stacks) is equal without a look.  Comparing states, not events,
+ *    leaves out what was changed and changed back.
+ *
+ * While the volume is active, its daemon may preserve a path into U_n and
+ * then change SRC while we look at it.  An answer that read SRC for a path
+ * that was not covered in U_n is checked afterwards, as views do (view.h):
+ * if the path became covered meanwhile, it is resolved again.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ovsnap-private.h"
+#include "diff.h"
+#include "layer-format.h"
+#include "preserve.h"
+#include "resolve.h"
+#include "walk.h"
+
+#define RESOLVE_STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)
+
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+
+struct diff {
+	struct ovs_volume *v;
+	size_t a, b, n;		/* registry indices; b == n: the live tree */
+	int *fds;		/* layer a + i is fds[i]; SRC is "layer" n */
+	int srcfd;		/* not ours */
+	bool active;		/* a daemon may be writing U_n */
+	struct ovs_rstack *sa, *sb;	/* A's and B's stacks */
+	struct strv cands, marks;
+	uint64_t walking;	/* id of the layer being walked (messages) */
+	struct ovs_diff_change *changes;
+	size_t nchanges, capchanges;
+};
+
+/* ---- paths -------------------------------------------------------------------- */
+
+static int strv_add(struct strv *s, const char *p)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		char **v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n] = strdup(p);
+	if (!s->v[s->n])
+		return ovs_err(ENOMEM, "diff: out of memory");
+	s->n++;
+	return 0;
+}
+
+static void strv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	s->v = NULL;
+	s->n = s->cap = 0;
+}
+
+/* Path order: component by component ("a/b" before "a.b"), so that a
+ * directory's entries follow it. */
+static int path_cmp(const char *x, const char *y)
+{
+	for (;; x++, y++) {
+		int cx = *x == '/' ? 1 : *x ? (unsigned char)*x + 2 : 0;
+		int cy = *y == '/' ? 1 : *y ? (unsigned char)*y + 2 : 0;
+
+		if (cx != cy || !cx)
+			return cx - cy;
+	}
+}
+
+static int path_qcmp(const void *a, const void *b)
+{
+	return path_cmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort and drop duplicates. */
+static void strv_sort_unique(struct strv *s)
+{
+	size_t out = 0;
+
+	qsort(s->v, s->n, sizeof(*s->v), path_qcmp);
+	for (size_t i = 0; i < s->n; i++) {
+		if (out && strcmp(s->v[out - 1], s->v[i]) == 0) {
+			free(s->v[i]);
+			continue;
+		}
+		s->v[out++] = s->v[i];
+	}
+	s->n = out;
+}
+
+/* 1 if path lies strictly below dir. */
+static bool path_below(const char *path, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	return !*dir ? *path != 0 : strncmp(path, dir, len) == 0 && path[len] == '/';
+}
+
+/* ---- 1. the entries of the layers -------------------------------------------- */
+
+static int layer_entry(void *arg, struct ovs_walk_dir *dir, const char *name, const char *path,
+		       struct ovs_walk_dir *child)
+{
+	struct diff *d = arg;
+	struct stat st;
+	int opaque, rc;
+
+	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return ovs_err(errno, "layer %" PRIu64 ": %s: %m", d->walking, path);
+	rc = strv_add(&d->cands, path);
+	if (rc < 0)
+		return rc;
+	if (ovl_is_whiteout(&st) || !S_ISDIR(st.st_mode))
+		return strv_add(&d->marks, path);
+	if (ovs_lgetxattrat(dir->fd, name, OVL_XATTR_REDIRECT, NULL, 0) >= 0)
+		return ovs_err(EUCLEAN, "layer %" PRIu64 ": %s has a redirect, which ovsnap "
+			       "never writes (see ovsnap fsck)", d->walking, path);
+	opaque = ovl_is_opaque_at(dir->fd, name);
+	if (opaque < 0)
+		return opaque;
+	if (opaque) {
+		rc = strv_add(&d->marks, path);
+		if (rc < 0)
+			return rc;
+	}
+	/* O_NOATIME: reading a layer must not change it */
+	child->fd = openat(dir->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+			   O_NOATIME);
+	if (child->fd < 0)
+		return ovs_err(errno, "layer %" PRIu64 ": open %s: %m", d->walking, path);
+	child->aux = -1;
+	return OVS_WALK_DESCEND;
+}
+
+static int layer_read_error(void *arg, struct ovs_walk_dir *dir, const char *path, int err)
+{
+	struct diff *d = arg;
+
+	(void)dir;
+	return ovs_err(-err, "layer %" PRIu64 ": read %s: %s", d->walking, *path ? path : ".",
+		       strerror(-err));
+}
+
+static const struct ovs_walk_ops layer_walk_ops = {
+	.entry = layer_entry,
+	.read_error = layer_read_error,
+};
+
+static int walk_layer(struct diff *d, size_t idx)
+{
+	struct ovs_walk_dir root = { .aux = -1 };
+
+	d->walking = ovs_snapshot_at(d->v, idx)->id;
+	root.fd = openat(d->fds[idx - d->a], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+	if (root.fd < 0)
+		return ovs_err(errno, "layer %" PRIu64 ": open: %m", d->walking);
+	return ovs_walk(&root, "", &layer_walk_ops, d);
+}
+
+/* ---- 2. what B holds below a hiding entry -------------------------------------- */
+
+static int join(const char *dir, const char *name, char **out)
+{
+	if (asprintf(out, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	return 0;
+}
+
+/* Every path below mark in B's view, depth first with an explicit stack. */
+static int add_b_subtree(struct diff *d, const char *mark)
+{
+	struct strv todo = { 0 };
+	struct ovs_rentry e;
+	int rc = ovs_resolve_lookup(d->sb, mark, &e);
+
+	if (rc == -ENOTDIR)
+		return 0;
+	if (rc < 0 || e.kind != OVS_R_ENTRY || !S_ISDIR(e.st.st_mode))
+		return rc < 0 ? rc : 0;
+	rc = strv_add(&todo, mark);
+	while (rc == 0 && todo.n) {
+		char *dir = todo.v[--todo.n];
+		struct ovs_rdirent *ents;
+		size_t cnt;
+
+		rc = ovs_resolve_readdir(d->sb, dir, &ents, &cnt);
+		if (rc == -ENOENT || rc == -ENOTDIR) {
+			/* gone from the live tree meanwhile */
+			free(dir);
+			rc = 0;
+			continue;
+		}
+		for (size_t i = 0; rc == 0 && i < cnt; i++) {
+			char *p;
+
+			rc = join(dir, ents[i].name, &p);
+			if (rc < 0)
+				break;
+			rc = strv_add(&d->cands, p);
+			if (rc == 0 && S_ISDIR(ents[i].e.st.st_mode))
+				rc = strv_add(&todo, p);
+			free(p);
+		}
+		if (ents)
+			ovs_resolve_dirents_free(ents, cnt);
+		free(dir);
+	}
+	strv_free(&todo);
+	return rc;
+}
+
+static int add_marked_subtrees(struct diff *d)
+{
+	const char *last = NULL;
+	int rc;
+
+	strv_sort_unique(&d->marks);
+	for (size_t i = 0; i < d->marks.n; i++) {
+		/* below an earlier mark: already enumerated with it */
+		if (last && path_below(d->marks.v[i], last))
+			continue;
+		last = d->marks.v[i];
+		rc = add_b_subtree(d, last);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- 3. comparing two objects --------------------------------------------- */
+
+/* An object of a layer (or SRC) as its parent directory and its name. */
+struct obj {
+	int dirfd;		/* ours when owned */
+	const char *name;	/* "" for the layer's root itself */
+	bool owned;
+	bool in_layer;		/* not SRC: escaped trusted.overlay.* xattrs */
+};
+
+static int layer_fd(const struct diff *d, size_t g)
+{
+	return g == d->n ? d->srcfd : d->fds[g - d->a];
+}
+
+static int obj_open(const struct diff *d, size_t g, const char *path, struct obj *o)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent;
+	int fd;
+
+	o->in_layer = g != d->n;
+	o->owned = false;
+	if (!*path) {
+		o->dirfd = layer_fd(d, g);
+		o->name = "";
+		return 0;
+	}
+	if (!slash) {
+		o->dirfd = layer_fd(d, g);
+		o->name = path;
+		return 0;
+	}
+	parent = strndup(path, slash - path);
+	if (!parent)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	fd = ovs_open_beneath(layer_fd(d, g), parent, O_PATH | O_DIRECTORY | O_CLOEXEC,
+			      RESOLVE_STRICT);
+	free(parent);
+	if (fd < 0)
+		return fd;
+	o->dirfd = fd;
+	o->owned = true;
+	o->name = slash + 1;
+	return 0;
+}
+
+static void obj_close(struct obj *o)
+{
+	if (o->owned)
+		close(o->dirfd);
+	o->owned = false;
+}
+
+static int obj_open_file(const struct obj *o)
+{
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+	int fd = openat(o->dirfd, o->name, fl | O_NOATIME);
+
+	if (fd < 0 && errno == EPERM)
+		fd = openat(o->dirfd, o->name, fl);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The extent map of fd (flushed first), or NULL when it cannot tell. */
+static struct fiemap *extent_map(int fd)
+{
+	enum { MAX_EXTENTS = 512 };
+	struct fiemap *fm = calloc(1, sizeof(*fm) + MAX_EXTENTS * sizeof(struct fiemap_extent));
+
+	if (!fm)
+		return NULL;
+	fm->fm_length = FIEMAP_MAX_OFFSET;
+	fm->fm_flags = FIEMAP_FLAG_SYNC;
+	fm->fm_extent_count = MAX_EXTENTS;
+	if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0 ||
+	    (fm->fm_mapped_extents == MAX_EXTENTS &&
+	     !(fm->fm_extents[MAX_EXTENTS - 1].fe_flags & FIEMAP_EXTENT_LAST))) {
+		free(fm);
+		return NULL;
+	}
+	return fm;
+}
+
+/*
+ * Whether two files of one filesystem certainly hold the same bytes
+ * because they share every extent (a reflink clone neither side wrote
+ * since): the same physical blocks at the same offsets.  Extents whose
+ * place is not known or whose bytes are not all in the blocks (delayed,
+ * inline, encoded) say nothing.
+ */
+static bool same_extents(int fa, int fb)
+{
+	const unsigned unsure = FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
+				FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_ENCRYPTED |
+				FIEMAP_EXTENT_NOT_ALIGNED | FIEMAP_EXTENT_DATA_INLINE |
+				FIEMAP_EXTENT_DATA_TAIL;
+	struct fiemap *ma = extent_map(fa), *mb = ma ? extent_map(fb) : NULL;
+	bool same = ma && mb && ma->fm_mapped_extents == mb->fm_mapped_extents &&
+		    ma->fm_mapped_extents > 0;
+
+	for (unsigned i = 0; same && i < ma->fm_mapped_extents; i++) {
+		const struct fiemap_extent *x = &ma->fm_extents[i], *y = &mb->fm_extents[i];
+
+		same = x->fe_logical == y->fe_logical && x->fe_physical == y->fe_physical &&
+		       x->fe_length == y->fe_length && x->fe_flags == y->fe_flags &&
+		       !(x->fe_flags & unsure);
+	}
+	free(ma);
+	free(mb);
+	return same;
+}
+
+/* 1 if the data of the two regular files (of equal size) differs. */
+static int data_differs(const struct obj *oa, const struct obj *ob, const char *path)
+{
+	enum { CHUNK = 1 << 17 };
+	char *ba = NULL, *bb = NULL;
+	struct stat sa, sb;
+	int fa, fb = -1, rc;
+
+	fa = obj_open_file(oa);
+	if (fa < 0)
+		return ovs_err(-fa, "diff: open %s: %s", path, strerror(-fa));
+	fb = obj_open_file(ob);
+	if (fb < 0) {
+		rc = ovs_err(-fb, "diff: open %s: %s", path, strerror(-fb));
+		goto out;
+	}
+	if (fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	    same_extents(fa, fb)) {
+		rc = 0;
+		goto out;
+	}
+	ba = malloc(CHUNK);
+	bb = malloc(CHUNK);
+	if (!ba || !bb) {
+		rc = ovs_err(ENOMEM, "diff: out of memory");
+		goto out;
+	}
+	for (off_t off = 0;;) {
+		ssize_t na = pread(fa, ba, CHUNK, off), nb;
+
+		if (na < 0) {
+			rc = ovs_err(errno, "diff: read %s: %m", path);
+			goto out;
+		}
+		/* the other side exactly as far (short reads of regular
+		 * files happen only at the end) */
+		nb = na ? pread(fb, bb, na, off) : pread(fb, bb, 1, off);
+		if (nb < 0) {
+			rc = ovs_err(errno, "diff: read %s: %m", path);
+			goto out;
+		}
+		if (na != nb || memcmp(ba, bb, na) != 0) {
+			rc = 1;
+			goto out;
+		}
+		if (!na) {
+			rc = 0;
+			goto out;
+		}
+		off += na;
+	}
+out:
+	free(ba);
+	free(bb);
+	close(fa);
+	if (fb >= 0)
+		close(fb);
+	return rc;
+}
+
+static int link_differs(const struct obj *oa, const struct obj *ob, const struct stat *st,
+			const char *path)
+{
+	size_t len = st->st_size + 2;
+	char *ta = malloc(len), *tb = malloc(len);
+	ssize_t na, nb;
+	int rc;
+
+	if (!ta || !tb) {
+		rc = ovs_err(ENOMEM, "diff: out of memory");
+		goto out;
+	}
+	na = readlinkat(oa->dirfd, oa->name, ta, len);
+	nb = readlinkat(ob->dirfd, ob->name, tb, len);
+	if (na < 0 || nb < 0) {
+		rc = ovs_err(errno, "diff: readlink %s: %m", path);
+		goto out;
+	}
+	rc = na != nb || memcmp(ta, tb, na) != 0;
+out:
+	free(ta);
+	free(tb);
+	return rc;
+}
+
+struct xattr {
+	char *name;
+	char *val;
+	size_t len;
+};
+
+static int xattr_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct xattr *)a)->name, ((const struct xattr *)b)->name);
+}
+
+static void xattrs_free(struct xattr *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(x[i].name);
+		free(x[i].val);
+	}
+	free(x);
+}
+
+#define XATTR_LIST_LEN	65536
+#define XATTR_VALUE_LEN	65536
+
+/*
+ * The xattrs of o as its owner set them, sorted by name.  A layer copy
+ * stores a user's trusted.overlay.X as trusted.overlay.overlay.X (rule 14)
+ * and carries overlayfs' and ovsnap's own trusted.overlay.* names, which
+ * are no part of the user's object.
+ */
+static int xattrs_read(const struct obj *o, const char *path, struct xattr **out, size_t *nout)
+{
+	const size_t plen = strlen(OVL_XATTR_PREFIX), elen = strlen(OVL_XATTR_ESCAPE);
+	char *list = malloc(XATTR_LIST_LEN), *val = malloc(XATTR_VALUE_LEN);
+	struct xattr *x = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t llen;
+	int rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (!list || !val) {
+		rc = ovs_err(ENOMEM, "diff: out of memory");
+		goto out;
+	}
+	llen = ovs_llistxattrat(o->dirfd, o->name, list, XATTR_LIST_LEN);
+	if (llen == -ENOTSUP || llen == -EOPNOTSUPP)
+		goto out;
+	if (llen < 0) {
+		rc = ovs_err(-llen, "diff: list xattrs of %s: %s", path, strerror(-llen));
+		goto out;
+	}
+	for (char *p = list; p < list + llen; p += strlen(p) + 1) {
+		const char *shown = p;
+		char *name = NULL;
+		ssize_t vlen;
+
+		if (o->in_layer && strncmp(p, OVL_XATTR_PREFIX, plen) == 0) {
+			if (strncmp(p, OVL_XATTR_ESCAPE, elen) != 0)
+				continue;
+			if (asprintf(&name, "%s%s", OVL_XATTR_PREFIX, p + elen) < 0)
+				name = NULL;
+			shown = name;
+			if (!name) {
+				rc = ovs_err(ENOMEM, "diff: out of memory");
+				goto out;
+			}
+		}
+		vlen = ovs_lgetxattrat(o->dirfd, o->name, p, val, XATTR_VALUE_LEN);
+		if (vlen == -ENODATA) {
+			free(name);
+			continue;	/* removed since the list */
+		}
+		if (vlen < 0) {
+			free(name);
+			rc = ovs_err(-vlen, "diff: read xattr %s of %s: %s", p, path,
+				     strerror(-vlen));
+			goto out;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct xattr *nx = realloc(x, ncap * sizeof(*nx));
+
+			if (!nx) {
+				free(name);
+				rc = ovs_err(ENOMEM, "diff: out of memory");
+				goto out;
+			}
+			x = nx;
+			cap = ncap;
+		}
+		x[n].name = name ? name : strdup(shown);
+		x[n].val = malloc(vlen ? vlen : 1);
+		x[n].len = vlen;
+		if (!x[n].name || !x[n].val) {
+			free(x[n].name);
+			free(x[n].val);
+			rc = ovs_err(ENOMEM, "diff: out of memory");
+			goto out;
+		}
+		memcpy(x[n].val, val, vlen);
+		n++;
+	}
+	if (n)
+		qsort(x, n, sizeof(*x), xattr_cmp);
+out:
+	free(list);
+	free(val);
+	if (rc < 0) {
+		xattrs_free(x, n);
+		return rc;
+	}
+	*out = x;
+	*nout = n;
+	return 0;
+}
+
+static int xattrs_differ(const struct obj *oa, const struct obj *ob, const char *path)
+{
+	struct xattr *xa, *xb;
+	size_t na, nb;
+	int rc = xattrs_read(oa, path, &xa, &na);
+
+	if (rc < 0)
+		return rc;
+	rc = xattrs_read(ob, path, &xb, &nb);
+	if (rc < 0) {
+		xattrs_free(xa, na);
+		return rc;
+	}
+	rc = na != nb;
+	for (size_t i = 0; !rc && i < na; i++)
+		rc = strcmp(xa[i].name, xb[i].name) != 0 || xa[i].len != xb[i].len ||
+		     memcmp(xa[i].val, xb[i].val, xa[i].len) != 0;
+	xattrs_free(xa, na);
+	xattrs_free(xb, nb);
+	return rc;
+}
+
+/* The fields in which path differs between layer ga of A and gb of B,
+ * both the same type, whose lstat are sa and sb. */
+static int compare_objects(struct diff *d, const char *path, size_t ga, const struct stat *sa,
+			   size_t gb, const struct stat *sb, unsigned *fields)
+{
+	struct obj oa = { .dirfd = -1 }, ob = { .dirfd = -1 };
+	int rc;
+
+	*fields = 0;
+	if ((sa->st_mode ^ sb->st_mode) & 07777)
+		*fields |= OVS_DIFF_MODE;
+	if (sa->st_uid != sb->st_uid || sa->st_gid != sb->st_gid)
+		*fields |= OVS_DIFF_OWNER;
+	if (sa->st_mtim.tv_sec != sb->st_mtim.tv_sec || sa->st_mtim.tv_nsec != sb->st_mtim.tv_nsec)
+		*fields |= OVS_DIFF_MTIME;
+	if ((S_ISCHR(sa->st_mode) || S_ISBLK(sa->st_mode)) && sa->st_rdev != sb->st_rdev)
+		*fields |= OVS_DIFF_CONTENT;
+	if ((S_ISREG(sa->st_mode) || S_ISLNK(sa->st_mode)) && sa->st_size != sb->st_size)
+		*fields |= OVS_DIFF_CONTENT;
+
+	rc = obj_open(d, ga, path, &oa);
+	if (rc == 0)
+		rc = obj_open(d, gb, path, &ob);
+	if (rc < 0)
+		goto out;
+	if (!(*fields & OVS_DIFF_CONTENT) && S_ISREG(sa->st_mode))
+		rc = data_differs(&oa, &ob, path);
+	else if (!(*fields & OVS_DIFF_CONTENT) && S_ISLNK(sa->st_mode))
+		rc = link_differs(&oa, &ob, sa, path);
+	if (rc < 0)
+		goto out;
+	if (rc > 0)
+		*fields |= OVS_DIFF_CONTENT;
+	rc = xattrs_differ(&oa, &ob, path);
+	if (rc > 0)
+		*fields |= OVS_DIFF_XATTRS;
+out:
+	obj_close(&oa);
+	obj_close(&ob);
+	return rc < 0 ? rc : 0;
+}
+
+static int add_change(struct diff *d, const char *path, enum ovs_diff_kind kind,
+		      mode_t from, mode_t to, unsigned fields)
+{
+	struct ovs_diff_change *c;
+
+	if (d->nchanges == d->capchanges) {
+		size_t cap = d->capchanges ? d->capchanges * 2 : 64;
+
+		c = realloc(d->changes, cap * sizeof(*c));
+		if (!c)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		d->changes = c;
+		d->capchanges = cap;
+	}
+	c = &d->changes[d->nchanges];
+	c->path = path;		/* the candidate's string, freed with them */
+	c->kind = kind;
+	c->from_mode = from;
+	c->to_mode = to;
+	c->fields = fields;
+	d->nchanges++;
+	return 0;
+}
+
+/* Resolve path in s: 1 and *g (the global layer index) when visible. */
+static int resolve_in(struct ovs_rstack *s, size_t base, const char *path,
+		      struct ovs_rentry *e, size_t *g)
+{
+	int rc = ovs_resolve_lookup(s, path, e);
+
+	if (rc == -ENOTDIR)
+		return 0;	/* below a non-directory: absent */
+	if (rc < 0)
+		return rc;
+	if (e->kind != OVS_R_ENTRY)
+		return 0;
+	*g = base + e->layer;
+	return 1;
+}
+
+static int compare_path(struct diff *d, const char *path)
+{
+	int newest = d->fds[d->n - 1 - d->a];
+
+	for (int tries = 0;; tries++) {
+		struct ovs_rentry ea, eb;
+		size_t ga = 0, gb = 0;
+		enum ovs_diff_kind kind;
+		unsigned fields = 0;
+		bool report = true;
+		int covered = 1, in_a, in_b, rc;
+
+		/* an answer that may read SRC is checked afterwards (above) */
+		if (d->active && tries < 100) {
+			covered = ovs_covered_at(newest, path);
+			if (covered < 0)
+				return covered;
+		}
+		in_a = resolve_in(d->sa, d->a, path, &ea, &ga);
+		if (in_a < 0)
+			return in_a;
+		in_b = resolve_in(d->sb, d->b, path, &eb, &gb);
+		if (in_b < 0)
+			return in_b;
+		if (!in_a && !in_b) {
+			report = false;
+		} else if (!in_a) {
+			kind = OVS_DIFF_ADDED;
+		} else if (!in_b) {
+			kind = OVS_DIFF_REMOVED;
+		} else if ((ea.st.st_mode & S_IFMT) != (eb.st.st_mode & S_IFMT)) {
+			kind = OVS_DIFF_TYPE;
+		} else if (ga == gb) {
+			report = false;	/* the very same object */
+		} else {
+			kind = OVS_DIFF_MODIFIED;
+			rc = compare_objects(d, path, ga, &ea.st, gb, &eb.st, &fields);
+			if ((rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP) && tries < 100)
+				continue;	/* moved under us: look again */
+			if (rc < 0)
+				return rc;
+			/* a directory's mtime follows the names in it,
+			 * which are reported themselves */
+			report = S_ISDIR(ea.st.st_mode) ? (fields & ~OVS_DIFF_MTIME) != 0 :
+							  fields != 0;
+		}
+		if (!covered) {
+			covered = ovs_covered_at(newest, path);
+			if (covered < 0)
+				return covered;
+			if (covered)
+				continue;	/* SRC changed meanwhile: again */
+		}
+		if (!report)
+			return 0;
+		return add_change(d, path, kind, in_a ? ea.st.st_mode : 0,
+				  in_b ? eb.st.st_mode : 0, fields);
+	}
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+static int index_of(const struct ovs_volume *v, uint64_t id, size_t *idx)
+{
+	for (size_t i = 0; i < ovs_snapshot_count(v); i++)
+		if (ovs_snapshot_at(v, i)->id == id) {
+			*idx = i;
+			return 0;
+		}
+	return ovs_err(ENOENT, "%s has no snapshot %" PRIu64, ovs_volume_source(v), id);
+}
+
+static int open_stacks(struct diff *d)
+{
+	size_t nl = d->n - d->a;
+	int rc;
+
+	d->fds = calloc(nl, sizeof(int));
+	if (!d->fds)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	for (size_t i = 0; i < nl; i++)
+		d->fds[i] = -1;
+	for (size_t i = 0; i < nl; i++) {
+		/* from the store's fd, no symlink followed (rule 20) */
+		rc = ovs_snapshot_open_upper(d->v, ovs_snapshot_at(d->v, d->a + i)->id, O_RDONLY);
+		if (rc < 0)
+			return rc;
+		d->fds[i] = rc;
+	}
+	rc = ovs_rstack_new(d->fds, nl, d->srcfd, &d->sa);
+	if (rc == 0)
+		rc = ovs_rstack_new(d->fds + (d->b - d->a), d->n - d->b, d->srcfd, &d->sb);
+	return rc;
+}
+
+int ovs_diff(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
+	     void *arg)
+{
+	struct diff d = { .v = v, .srcfd = srcfd, .n = ovs_snapshot_count(v) };
+	int rc;
+
+	rc = index_of(v, from, &d.a);
+	if (rc == 0 && to != OVS_DIFF_LIVE)
+		rc = index_of(v, to, &d.b);
+	else
+		d.b = d.n;
+	if (rc < 0)
+		return rc;
+	if (d.a > d.b)
+		return ovs_err(EINVAL, "snapshot %" PRIu64 " is newer than snapshot %" PRIu64
+			       " (give the older one first)", from, to);
+	d.active = ovs_volume_active(v);
+	rc = open_stacks(&d);
+	if (rc < 0)
+		goto out;
+	/* SRC's root: its metadata lives in every layer's root */
+	if (d.a < d.b)
+		rc = strv_add(&d.cands, "");
+	for (size_t i = d.a; rc == 0 && i < d.b; i++)
+		rc = walk_layer(&d, i);
+	if (rc == 0)
+		rc = add_marked_subtrees(&d);
+	if (rc < 0)
+		goto out;
+	strv_sort_unique(&d.cands);
+	for (size_t i = 0; rc == 0 && i < d.cands.n; i++)
+		rc = compare_path(&d, d.cands.v[i]);
+	for (size_t i = 0; rc == 0 && i < d.nchanges; i++)
+		rc = fn(&d.changes[i], arg);
+out:
+	free(d.changes);
+	strv_free(&d.cands);
+	strv_free(&d.marks);
+	ovs_rstack_free(d.sa);
+	ovs_rstack_free(d.sb);
+	if (d.fds)
+		for (size_t i = 0; i < d.n - d.a; i++)
+			if (d.fds[i] >= 0)
+				close(d.fds[i]);
+	free(d.fds);
+	return rc;
+}
