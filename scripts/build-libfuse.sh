@@ -73,7 +73,8 @@ if [ -z "$(unpacked)" ]; then
 	apt_get update -qq
 	rm -rf "$srcdir.tmp"
 	mkdir -p "$srcdir.tmp"
-	(cd "$srcdir.tmp" && apt_get source -qq "fuse3/$suite" >/dev/null)
+	# (no _apt sandbox: the download goes into a root-owned directory)
+	(cd "$srcdir.tmp" && apt_get -o APT::Sandbox::User=root source -qq "fuse3/$suite" >/dev/null)
 	cleanup_list
 	trap - EXIT INT TERM HUP
 	rm -rf "$srcdir"
