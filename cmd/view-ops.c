@@ -8,7 +8,7 @@
  * the snapshot are separate FUSE inodes with the same st_ino and st_nlink,
  * which is what stat(2)-based tools (tar, rsync, cp -a, find) go by.
  */
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +33,12 @@ struct vnode {
 	uint64_t nlookup;
 	uint64_t hash;
 	char *path;
+	/* FUSE passthrough (pt_lock): the kernel puts an inode either in
+	 * passthrough mode, all its opens sharing one backing file, or in
+	 * caching mode; an open of the other kind meanwhile fails with EIO. */
+	unsigned npt;		/* open handles in passthrough mode */
+	unsigned ncached;	/* open handles served by this process */
+	int backing_id;		/* while npt > 0 */
 };
 
 #define NODE_BUCKETS 65536
@@ -302,6 +308,7 @@ static void vop_statfs(fuse_req_t req, fuse_ino_t ino)
 
 struct vfile {
 	pthread_mutex_t lock;
+	bool passthrough;	/* reads go to a layer file in the kernel */
 	int fd;
 	int old_fd;		/* SRC's fd after the switch (a read may still use it) */
 	bool from_src;		/* still backed by SRC: every read is validated */
@@ -338,6 +345,72 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 	}
 }
 
+/*
+ * FUSE passthrough (libfuse 3.17.1+, kernel 6.9+; DESIGN.md section 3):
+ * a file found in a layer holds the snapshot's content, which never
+ * changes, so the kernel may read it itself, without a request to this
+ * process.  A file still backed by SRC must not: each of its reads is
+ * validated here (it may be preserved and changed meanwhile).
+ *
+ * What the kernel requires (fs/fuse/iomode.c): while any open of an
+ * inode is in passthrough mode, every new open of it must be too, with
+ * the same backing file (else EIO); a passthrough open while the inode
+ * has an open in caching mode fails with EIO as well; keep_cache with
+ * passthrough is EIO.  So per node: the first open decides.  A layer
+ * file opened while the node has no open gets a backing file; later
+ * opens share it, also one that resolves to SRC or to another layer copy
+ * now (a merge moved it): the backing file has the snapshot's content
+ * all the same.  A node with opens served here keeps being served here.
+ * The kernel leaves an inode's mode before it sends RELEASE, so these
+ * counts never fall below the kernel's.
+ */
+bool view_passthrough_wanted = true;
+bool view_passthrough;		/* the kernel granted FUSE_CAP_PASSTHROUGH */
+static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
+		       struct fuse_file_info *fi)
+{
+	pthread_mutex_lock(&pt_lock);
+#ifdef HAVE_FUSE_PASSTHROUGH
+	if (view_passthrough && n->npt == 0 && n->ncached == 0 && !f->from_src) {
+		int id = fuse_passthrough_open(req, f->fd);
+
+		if (id > 0)
+			n->backing_id = id;
+	}
+	if (view_passthrough && n->backing_id > 0 && n->ncached == 0) {
+		n->npt++;
+		f->passthrough = true;
+		fi->backing_id = n->backing_id;
+		fi->keep_cache = 0;
+		pthread_mutex_unlock(&pt_lock);
+		return;
+	}
+#else
+	(void)req;
+	(void)fi;
+#endif
+	n->ncached++;
+	pthread_mutex_unlock(&pt_lock);
+}
+
+/* The handle is gone (release, or an open reply nobody took). */
+static void vfile_mode_end(fuse_req_t req, struct vnode *n, struct vfile *f)
+{
+	pthread_mutex_lock(&pt_lock);
+	if (!f->passthrough) {
+		n->ncached--;
+	} else if (--n->npt == 0) {
+#ifdef HAVE_FUSE_PASSTHROUGH
+		fuse_passthrough_close(req, n->backing_id);
+#endif
+		n->backing_id = 0;
+	}
+	pthread_mutex_unlock(&pt_lock);
+	(void)req;
+}
+
 static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct view *vw = VIEW(req);
@@ -370,14 +443,9 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)f;
 	/* the content of a snapshot never changes */
 	fi->keep_cache = 1;
-	/*
-	 * Seam for FUSE passthrough (libfuse 3.17+, HAVE_FUSE_PASSTHROUGH): a
-	 * file that lives in a layer could be handed to the kernel with
-	 * fuse_passthrough_open(req, fd) and fi->backing_id, so reads never
-	 * reach this process.  A file still backed by SRC must not: its reads
-	 * have to be validated here.
-	 */
+	vfile_mode(req, node_of(ino), f, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
+		vfile_mode_end(req, node_of(ino), f);
 		close(fd);
 		free(f);
 	}
@@ -498,6 +566,7 @@ static void vop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 {
 	struct vfile *f = (struct vfile *)(uintptr_t)fi->fh;
 
+	vfile_mode_end(req, node_of(ino), f);
 	close(f->fd);
 	if (f->old_fd >= 0)
 		close(f->old_fd);
@@ -951,6 +1020,24 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	/* the kernel must not cache writes it will never be allowed */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+#ifdef HAVE_FUSE_PASSTHROUGH
+	/* Reads of files in frozen layers go to the kernel (vfile_mode). */
+	if (view_passthrough_wanted && (conn->capable & FUSE_CAP_PASSTHROUGH)) {
+		conn->want |= FUSE_CAP_PASSTHROUGH;
+		/* the layer files are on a local filesystem, not stacked */
+		conn->max_backing_stack_depth = 1;
+		view_passthrough = true;
+	}
+#endif
+	fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: %s\n",
+		view_passthrough ? "on" :
+#ifdef HAVE_FUSE_PASSTHROUGH
+		!view_passthrough_wanted ? "off (--no-passthrough)" :
+		"off (the kernel did not grant it: kernel 6.9+ and CAP_SYS_ADMIN needed)"
+#else
+		"off (built against libfuse < 3.17.1)"
+#endif
+		);
 }
 
 const struct fuse_lowlevel_ops view_ops = {
