@@ -70,11 +70,12 @@ if [ -z "$(unpacked)" ]; then
 	printf '# ovsnap scripts/build-libfuse.sh: removed again right after apt-get source\n' >"$list"
 	printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian %s main\n' \
 		"$suite" >>"$list"
-	apt_get update -qq
+	apt_get update -qq || { echo "$0: apt-get update with the deb-src entry for $suite failed" >&2; exit 1; }
 	rm -rf "$srcdir.tmp"
 	mkdir -p "$srcdir.tmp"
 	# (no _apt sandbox: the download goes into a root-owned directory)
-	(cd "$srcdir.tmp" && apt_get -o APT::Sandbox::User=root source -qq "fuse3/$suite" >/dev/null)
+	(cd "$srcdir.tmp" && apt_get -o APT::Sandbox::User=root source -qq "fuse3/$suite" >/dev/null) ||
+		{ echo "$0: apt-get source fuse3/$suite failed" >&2; exit 1; }
 	cleanup_list
 	trap - EXIT INT TERM HUP
 	rm -rf "$srcdir"
