@@ -366,6 +366,9 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
  */
 bool view_passthrough_wanted = true;
 bool view_passthrough;		/* the kernel granted FUSE_CAP_PASSTHROUGH */
+#ifdef HAVE_FUSE_PASSTHROUGH
+static bool pt_refused;		/* a backing file was refused: EPERM */
+#endif
 static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
@@ -373,13 +376,22 @@ static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 {
 	pthread_mutex_lock(&pt_lock);
 #ifdef HAVE_FUSE_PASSTHROUGH
-	if (view_passthrough && n->npt == 0 && n->ncached == 0 && !f->from_src) {
+	if (view_passthrough && !pt_refused && n->npt == 0 && n->ncached == 0 &&
+	    !f->from_src) {
 		int id = fuse_passthrough_open(req, f->fd);
 
-		if (id > 0)
+		if (id > 0) {
 			n->backing_id = id;
+		} else if (errno == EPERM) {
+			/* no CAP_SYS_ADMIN: libfuse said so once; the files
+			 * already handed over keep their backing files */
+			pt_refused = true;
+			fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: "
+				"off (the kernel refuses backing files without CAP_SYS_ADMIN)\n");
+		}
 	}
-	if (view_passthrough && n->backing_id > 0 && n->ncached == 0) {
+	/* While the node has passthrough opens, every open must be one. */
+	if (n->npt > 0 || (n->backing_id > 0 && n->ncached == 0)) {
 		n->npt++;
 		f->passthrough = true;
 		fi->backing_id = n->backing_id;
