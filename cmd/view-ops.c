@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sys/mount.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -368,6 +370,69 @@ bool view_passthrough_wanted = true;
 bool view_passthrough;		/* the kernel granted FUSE_CAP_PASSTHROUGH */
 #ifdef HAVE_FUSE_PASSTHROUGH
 static bool pt_refused;		/* a backing file was refused: EPERM */
+static const char *pt_off_reason;	/* set when view_passthrough_setup failed */
+#endif
+
+/*
+ * The kernel opens a backing file for every passthrough open with the
+ * user's flags, so its reads would touch the layer file's access time (a
+ * snapshot's own metadata) where this process reads with O_NOATIME.  So
+ * backing files are opened through a private, detached, read-only and
+ * noatime clone of the volume folder's mount: the kernel never updates
+ * atime through it.
+ */
+#ifdef HAVE_FUSE_PASSTHROUGH
+static int pt_mntfd = -1;
+#endif
+
+void view_passthrough_setup(struct view *vw)
+{
+#if defined(HAVE_FUSE_PASSTHROUGH) && defined(SYS_open_tree) && defined(SYS_mount_setattr)
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOATIME,
+		.attr_clr = MOUNT_ATTR__ATIME,
+	};
+	int fd;
+
+	if (!view_passthrough_wanted)
+		return;
+	fd = (int)syscall(SYS_open_tree, vw->storefd, "",
+			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (fd < 0 || syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		pt_off_reason = "off (no read-only clone of the volume's mount)";
+		view_passthrough_wanted = false;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	pt_mntfd = fd;
+#else
+	(void)vw;
+#endif
+}
+
+#ifdef HAVE_FUSE_PASSTHROUGH
+/* fd's file, opened again through pt_mntfd: a backing file id, or 0. */
+static int backing_open(fuse_req_t req, int fd)
+{
+	struct {
+		struct file_handle h;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} fh;
+	int mntid, bfd, id;
+
+	fh.h.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", &fh.h, &mntid, AT_EMPTY_PATH) < 0)
+		return 0;
+	bfd = open_by_handle_at(pt_mntfd, &fh.h, O_RDONLY | O_CLOEXEC);
+	if (bfd < 0)
+		return 0;
+	id = fuse_passthrough_open(req, bfd);
+	if (id <= 0 && errno == EPERM)
+		id = -EPERM;
+	close(bfd);
+	return id;
+}
 #endif
 static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -378,11 +443,11 @@ static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 #ifdef HAVE_FUSE_PASSTHROUGH
 	if (view_passthrough && !pt_refused && n->npt == 0 && n->ncached == 0 &&
 	    !f->from_src) {
-		int id = fuse_passthrough_open(req, f->fd);
+		int id = backing_open(req, f->fd);
 
 		if (id > 0) {
 			n->backing_id = id;
-		} else if (errno == EPERM) {
+		} else if (id == -EPERM) {
 			/* no CAP_SYS_ADMIN: libfuse said so once; the files
 			 * already handed over keep their backing files */
 			pt_refused = true;
@@ -1044,6 +1109,7 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 	fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: %s\n",
 		view_passthrough ? "on" :
 #ifdef HAVE_FUSE_PASSTHROUGH
+		pt_off_reason ? pt_off_reason :
 		!view_passthrough_wanted ? "off (--no-passthrough)" :
 		"off (the kernel did not grant it: kernel 6.9+ and CAP_SYS_ADMIN needed)"
 #else

@@ -116,6 +116,7 @@ int main(int argc, const char **argv)
 		return 1;
 	}
 	vw.timeout = VIEW_CACHE_TIMEOUT;
+	view_passthrough_setup(&vw);
 
 	/*
 	 * The marker `ovsnap umount` and `ovsnap list` recognise a view by:

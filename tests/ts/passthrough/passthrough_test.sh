@@ -150,16 +150,21 @@ test_take_while_reader_open() {
 
 # Section 3: a view reads a file of a frozen layer through passthrough
 # (the view daemon says so): two opens share the backing file, a mapping
-# outlives both handles; a file still backed by SRC is served by the view
-# daemon and never shows a write made after the snapshot.
+# outlives both handles, and the reads touch no access time of the
+# snapshot; a file still backed by SRC is served by the view daemon and
+# never shows a write made after the snapshot.
 test_view_frozen_layer_passthrough() {
 	grep -q '^#define HAVE_FUSE_PASSTHROUGH 1' "$OVSNAP_TOOLS/../config.h" 2>/dev/null ||
 		{ ovs_skip_test "built against libfuse < 3.17.1: no FUSE passthrough (issue 12)"; return; }
 	file_and_take vl || return
 	cp "$F" "$SRC/vs"		# born after the take: not in the snapshot
 	cp "$F_ORIG" "$OVS_TMP/vs.orig"
+	touch -a -d '2001-02-03 04:05:06' "$F"
 	take || return
 	printf 'changed\n' | dd of="$F" conv=notrunc status=none	# preserved: layer file
+	local layer
+	layer=$(echo "$OVS_MNT"/.ovsnap/*/layers/"$SNAP"/upper/vl)
+	assertEquals "the layer copy keeps the access time" 981173106 "$(stat -c %X "$layer")"
 	view "$SNAP" || return
 	assertContains "the view daemon uses passthrough" \
 		"$(cat "$OVSNAP_RUN_DIR"/view-*.log 2>/dev/null)" "passthrough of frozen-layer files: on"
@@ -188,6 +193,9 @@ PY
 	assertEquals "reads through the view: $(ovs_ran)" 0 "$OVS_RC"
 	assertTrue "the layer file in the view" "cmp -s '$V/vl' '$F_ORIG'"
 	assertTrue "the SRC-backed file in the view" "cmp -s '$V/vs' '$OVS_TMP/vs.orig'"
+	# the kernel's reads of the backing file touch no access time
+	assertEquals "reads leave the snapshot's access time" 981173106 "$(stat -c %X "$layer")"
+	assertEquals "the view shows it" 981173106 "$(stat -c %X "$V/vl")"
 }
 
 . "$SHUNIT2"
