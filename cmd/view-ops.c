@@ -441,7 +441,7 @@ static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 {
 	pthread_mutex_lock(&pt_lock);
 #ifdef HAVE_FUSE_PASSTHROUGH
-	if (view_passthrough && !pt_refused && n->npt == 0 && n->ncached == 0 &&
+	if (view_passthrough && !pt_refused && n->backing_id == 0 && n->ncached == 0 &&
 	    !f->from_src) {
 		int id = backing_open(req, f->fd);
 
@@ -472,20 +472,24 @@ static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 	pthread_mutex_unlock(&pt_lock);
 }
 
-/* The handle is gone (release, or an open reply nobody took). */
+/*
+ * The handle is gone: released (req is the RELEASE, not answered yet), or
+ * its open reply was not taken (req NULL: libfuse freed it with the
+ * reply).  Without a request the backing file stays registered to the
+ * node, for its next open or the next release to close.
+ */
 static void vfile_mode_end(fuse_req_t req, struct vnode *n, struct vfile *f)
 {
 	pthread_mutex_lock(&pt_lock);
 	if (!f->passthrough) {
 		n->ncached--;
-	} else if (--n->npt == 0) {
+	} else if (--n->npt == 0 && req) {
 #ifdef HAVE_FUSE_PASSTHROUGH
 		fuse_passthrough_close(req, n->backing_id);
 #endif
 		n->backing_id = 0;
 	}
 	pthread_mutex_unlock(&pt_lock);
-	(void)req;
 }
 
 static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -522,7 +526,7 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 1;
 	vfile_mode(req, node_of(ino), f, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
-		vfile_mode_end(req, node_of(ino), f);
+		vfile_mode_end(NULL, node_of(ino), f);
 		close(fd);
 		free(f);
 	}
