@@ -17,7 +17,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

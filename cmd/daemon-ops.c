@@ -475,6 +475,25 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->time_gran = 1;
+	/*
+	 * FUSE passthrough of file data (issue 12) stays off on the live
+	 * path.  The kernel (6.18, fs/fuse/iomode.c) puts an inode either in
+	 * passthrough mode or not: while a read-only open of it is in
+	 * passthrough mode, an open for write must be passthrough too (its
+	 * writes would then reach SRC without this daemon: no preservation
+	 * on the first write, rule 1, nor after a take, rule 10) or it fails
+	 * with EIO; nothing revokes the reader's backing file, and waiting for
+	 * the reader to close can deadlock its own process.  Views use it for
+	 * files in frozen layers (view-ops.c), which never change.
+	 */
+#ifdef HAVE_FUSE_PASSTHROUGH
+	dlog(LOG_INFO, "FUSE passthrough: %s", (conn->capable & FUSE_CAP_PASSTHROUGH) ?
+	     "offered by the kernel; off on the live path (writes must reach the daemon), "
+	     "used by views for files in frozen layers" :
+	     "not offered by this kernel (6.9+ has it)");
+#else
+	dlog(LOG_INFO, "FUSE passthrough: off (built against libfuse < 3.17.1)");
+#endif
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -12,7 +12,7 @@
 #ifndef OVSNAP_DAEMON_H
 #define OVSNAP_DAEMON_H
 
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>

@@ -8,7 +8,7 @@
  * the snapshot are separate FUSE inodes with the same st_ino and st_nlink,
  * which is what stat(2)-based tools (tar, rsync, cp -a, find) go by.
  */
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sys/mount.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -33,6 +35,12 @@ struct vnode {
 	uint64_t nlookup;
 	uint64_t hash;
 	char *path;
+	/* FUSE passthrough (pt_lock): the kernel puts an inode either in
+	 * passthrough mode, all its opens sharing one backing file, or in
+	 * caching mode; an open of the other kind meanwhile fails with EIO. */
+	unsigned npt;		/* open handles in passthrough mode */
+	unsigned ncached;	/* open handles served by this process */
+	int backing_id;		/* while npt > 0 */
 };
 
 #define NODE_BUCKETS 65536
@@ -302,6 +310,7 @@ static void vop_statfs(fuse_req_t req, fuse_ino_t ino)
 
 struct vfile {
 	pthread_mutex_t lock;
+	bool passthrough;	/* reads go to a layer file in the kernel */
 	int fd;
 	int old_fd;		/* SRC's fd after the switch (a read may still use it) */
 	bool from_src;		/* still backed by SRC: every read is validated */
@@ -338,6 +347,151 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
 	}
 }
 
+/*
+ * FUSE passthrough (libfuse 3.17.1+, kernel 6.9+; DESIGN.md section 3):
+ * a file found in a layer holds the snapshot's content, which never
+ * changes, so the kernel may read it itself, without a request to this
+ * process.  A file still backed by SRC must not: each of its reads is
+ * validated here (it may be preserved and changed meanwhile).
+ *
+ * What the kernel requires (fs/fuse/iomode.c): while any open of an
+ * inode is in passthrough mode, every new open of it must be too, with
+ * the same backing file (else EIO); a passthrough open while the inode
+ * has an open in caching mode fails with EIO as well; keep_cache with
+ * passthrough is EIO.  So per node: the first open decides.  A layer
+ * file opened while the node has no open gets a backing file; later
+ * opens share it, also one that resolves to SRC or to another layer copy
+ * now (a merge moved it): the backing file has the snapshot's content
+ * all the same.  A node with opens served here keeps being served here.
+ * The kernel leaves an inode's mode before it sends RELEASE, so these
+ * counts never fall below the kernel's.
+ */
+bool view_passthrough_wanted = true;
+bool view_passthrough;		/* the kernel granted FUSE_CAP_PASSTHROUGH */
+#ifdef HAVE_FUSE_PASSTHROUGH
+static bool pt_refused;		/* a backing file was refused: EPERM */
+static const char *pt_off_reason;	/* set when view_passthrough_setup failed */
+#endif
+
+/*
+ * The kernel opens a backing file for every passthrough open with the
+ * user's flags, so its reads would touch the layer file's access time (a
+ * snapshot's own metadata) where this process reads with O_NOATIME.  So
+ * backing files are opened through a private, detached, read-only and
+ * noatime clone of the volume folder's mount: the kernel never updates
+ * atime through it.
+ */
+#ifdef HAVE_FUSE_PASSTHROUGH
+static int pt_mntfd = -1;
+#endif
+
+void view_passthrough_setup(struct view *vw)
+{
+#if defined(HAVE_FUSE_PASSTHROUGH) && defined(SYS_open_tree) && defined(SYS_mount_setattr)
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOATIME,
+		.attr_clr = MOUNT_ATTR__ATIME,
+	};
+	int fd;
+
+	if (!view_passthrough_wanted)
+		return;
+	fd = (int)syscall(SYS_open_tree, vw->storefd, "",
+			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (fd < 0 || syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		pt_off_reason = "off (no read-only clone of the volume's mount)";
+		view_passthrough_wanted = false;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	pt_mntfd = fd;
+#else
+	(void)vw;
+#endif
+}
+
+#ifdef HAVE_FUSE_PASSTHROUGH
+/* fd's file, opened again through pt_mntfd: a backing file id, or 0. */
+static int backing_open(fuse_req_t req, int fd)
+{
+	struct {
+		struct file_handle h;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} fh;
+	int mntid, bfd, id;
+
+	fh.h.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", &fh.h, &mntid, AT_EMPTY_PATH) < 0)
+		return 0;
+	bfd = open_by_handle_at(pt_mntfd, &fh.h, O_RDONLY | O_CLOEXEC);
+	if (bfd < 0)
+		return 0;
+	id = fuse_passthrough_open(req, bfd);
+	if (id <= 0 && errno == EPERM)
+		id = -EPERM;
+	close(bfd);
+	return id;
+}
+#endif
+static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
+		       struct fuse_file_info *fi)
+{
+	pthread_mutex_lock(&pt_lock);
+#ifdef HAVE_FUSE_PASSTHROUGH
+	if (view_passthrough && !pt_refused && n->backing_id == 0 && n->ncached == 0 &&
+	    !f->from_src) {
+		int id = backing_open(req, f->fd);
+
+		if (id > 0) {
+			n->backing_id = id;
+		} else if (id == -EPERM) {
+			/* no CAP_SYS_ADMIN: libfuse said so once; the files
+			 * already handed over keep their backing files */
+			pt_refused = true;
+			fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: "
+				"off (the kernel refuses backing files without CAP_SYS_ADMIN)\n");
+		}
+	}
+	/* While the node has passthrough opens, every open must be one. */
+	if (n->npt > 0 || (n->backing_id > 0 && n->ncached == 0)) {
+		n->npt++;
+		f->passthrough = true;
+		fi->backing_id = n->backing_id;
+		fi->keep_cache = 0;
+		pthread_mutex_unlock(&pt_lock);
+		return;
+	}
+#else
+	(void)req;
+	(void)fi;
+#endif
+	n->ncached++;
+	pthread_mutex_unlock(&pt_lock);
+}
+
+/*
+ * The handle is gone: released (req is the RELEASE, not answered yet), or
+ * its open reply was not taken (req NULL: libfuse freed it with the
+ * reply).  Without a request the backing file stays registered to the
+ * node, for its next open or the next release to close.
+ */
+static void vfile_mode_end(fuse_req_t req, struct vnode *n, struct vfile *f)
+{
+	pthread_mutex_lock(&pt_lock);
+	if (!f->passthrough) {
+		n->ncached--;
+	} else if (--n->npt == 0 && req) {
+#ifdef HAVE_FUSE_PASSTHROUGH
+		fuse_passthrough_close(req, n->backing_id);
+#endif
+		n->backing_id = 0;
+	}
+	pthread_mutex_unlock(&pt_lock);
+}
+
 static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct view *vw = VIEW(req);
@@ -370,14 +524,9 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)f;
 	/* the content of a snapshot never changes */
 	fi->keep_cache = 1;
-	/*
-	 * Seam for FUSE passthrough (libfuse 3.17+, HAVE_FUSE_PASSTHROUGH): a
-	 * file that lives in a layer could be handed to the kernel with
-	 * fuse_passthrough_open(req, fd) and fi->backing_id, so reads never
-	 * reach this process.  A file still backed by SRC must not: its reads
-	 * have to be validated here.
-	 */
+	vfile_mode(req, node_of(ino), f, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
+		vfile_mode_end(NULL, node_of(ino), f);
 		close(fd);
 		free(f);
 	}
@@ -498,6 +647,7 @@ static void vop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 {
 	struct vfile *f = (struct vfile *)(uintptr_t)fi->fh;
 
+	vfile_mode_end(req, node_of(ino), f);
 	close(f->fd);
 	if (f->old_fd >= 0)
 		close(f->old_fd);
@@ -951,6 +1101,25 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	/* the kernel must not cache writes it will never be allowed */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+#ifdef HAVE_FUSE_PASSTHROUGH
+	/* Reads of files in frozen layers go to the kernel (vfile_mode). */
+	if (view_passthrough_wanted && (conn->capable & FUSE_CAP_PASSTHROUGH)) {
+		conn->want |= FUSE_CAP_PASSTHROUGH;
+		/* the layer files are on a local filesystem, not stacked */
+		conn->max_backing_stack_depth = 1;
+		view_passthrough = true;
+	}
+#endif
+	fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: %s\n",
+		view_passthrough ? "on" :
+#ifdef HAVE_FUSE_PASSTHROUGH
+		pt_off_reason ? pt_off_reason :
+		!view_passthrough_wanted ? "off (--no-passthrough)" :
+		"off (the kernel did not grant it: kernel 6.9+ and CAP_SYS_ADMIN needed)"
+#else
+		"off (built against libfuse < 3.17.1)"
+#endif
+		);
 }
 
 const struct fuse_lowlevel_ops view_ops = {

@@ -103,6 +103,12 @@ void view_stack_put(struct view_stack *s);
 /* Re-read the registry now and replace the stack. */
 int view_refresh(struct view *vw);
 int view_gen_read(struct view *vw, struct view_gen *g);
+/* FUSE passthrough of files in frozen layers (view-ops.c): asked for
+ * (ovsnap-viewd without --no-passthrough), and granted by the kernel. */
+extern bool view_passthrough_wanted, view_passthrough;
+/* Before the session starts: what backing files are opened through. */
+void view_passthrough_setup(struct view *vw);
+
 bool view_gen_equal(const struct view_gen *a, const struct view_gen *b);
 
 /* Resolve path ("" is the root) through s: -ENOENT when the view has no

@@ -8,7 +8,7 @@
  * mounted, then serves requests until the view is unmounted.  Why the view
  * stays coherent with no lock shared with the live daemon: see view.h.
  */
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -77,9 +77,11 @@ static int add_opt(char **opts, const char *key, const char *value)
 int main(int argc, const char **argv)
 {
 	char *opt_o = NULL, *fuseopts = NULL, fsname[PATH_MAX + 64];
-	int opt_ready = -1, rc, status = 1;
+	int opt_ready = -1, opt_nopt = 0, rc, status = 1;
 	struct poptOption options[] = {
 		{ "ready-fd", 0, POPT_ARG_INT, &opt_ready, 0, "say ok/err on this fd", "FD" },
+		{ "no-passthrough", 0, POPT_ARG_NONE, &opt_nopt, 0,
+		  "serve every read here, also of files in frozen layers", NULL },
 		{ NULL, 'o', POPT_ARG_STRING, &opt_o, 0, "mount options", "OPTS" },
 		POPT_AUTOHELP
 		POPT_TABLEEND
@@ -101,6 +103,7 @@ int main(int argc, const char **argv)
 		say_ready("err %s: %s", poptBadOption(pc, 0), poptStrerror(rc));
 		return 2;
 	}
+	view_passthrough_wanted = !opt_nopt;
 	rest = poptGetArgs(pc);
 	if (!rest || !rest[0] || !rest[1] || !rest[2] || rest[3] ||
 	    ovs_parse_u64(rest[1], &id) < 0) {
@@ -113,6 +116,7 @@ int main(int argc, const char **argv)
 		return 1;
 	}
 	vw.timeout = VIEW_CACHE_TIMEOUT;
+	view_passthrough_setup(&vw);
 
 	/*
 	 * The marker `ovsnap umount` and `ovsnap list` recognise a view by:

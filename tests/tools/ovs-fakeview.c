@@ -15,7 +15,7 @@
  * "ok" on stdout once mounted, then serves (an empty root directory)
  * until unmounted.
  */
-#define FUSE_USE_VERSION 314
+#define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <errno.h>
 #include <stdbool.h>
 #include <fuse_lowlevel.h>
