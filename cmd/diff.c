@@ -17,11 +17,13 @@
 #include "diff.h"
 #include "ovsnap-private.h"
 
-static int opt_json;
+static int opt_json, opt_wait;
 
 static struct poptOption diff_options[] = {
 	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
 	  "print one JSON object (the keys are documented in ovsnap-diff(8))", NULL },
+	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
+	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
@@ -212,7 +214,7 @@ int cmd_diff(int argc, const char **argv)
 		goto out;
 	/* The lock keeps takes, merges and drops from changing the layers
 	 * while they are read; a pending merge or drop is finished first. */
-	status = ovs_open_locked("diff", args[0], true, &v);
+	status = ovs_open_locked("diff", args[0], opt_wait, &v);
 	if (status != EXIT_OK)
 		goto out;
 	status = run_diff(v, args[1], nargs == 3 ? args[2] : NULL);

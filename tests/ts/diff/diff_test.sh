@@ -6,7 +6,7 @@
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd setfattr python3 strace setpriv perl
+ovs_require_cmd setfattr python3 strace setpriv perl flock
 
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
 WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
@@ -248,6 +248,27 @@ check_bad_input() {
 	assertEquals "not root: stderr" "ovsnap: diff: must be run as root" "$OVS_ERR"
 	"$OVSNAP" diff --json "$SRC" 1 >/dev/full 2>/dev/null
 	assertNotEquals "diff >/dev/full must fail" 0 $?
+
+	# Another command holds the volume lock: busy at once, or --wait.
+	local store holder waiter rc
+	store=$(echo "$OVS_MNT"/.ovsnap/*/)
+	touch "$OVS_TMP/hold"
+	flock "$store/lock" bash -c 'touch "$1/locked"; while [ -e "$1/hold" ]; do sleep 0.05; done' \
+		_ "$OVS_TMP" &
+	holder=$!
+	ovs_wait_until 30 '[ -e "$OVS_TMP/locked" ]'
+	ovs_run "$OVSNAP" diff "$SRC" 1
+	assertEquals "busy: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "busy: message" "$OVS_ERR" "is busy"
+	"$OVSNAP" diff --wait "$SRC" 4 >"$OVS_TMP/wait.out" 2>"$OVS_TMP/wait.err" &
+	waiter=$!
+	assertTrue "diff --wait is still waiting while the lock is held" "kill -0 $waiter"
+	rm "$OVS_TMP/hold"
+	wait "$holder"
+	wait "$waiter"
+	rc=$?
+	assertEquals "--wait: exit: $(cat "$OVS_TMP/wait.err")" 0 "$rc"
+	assertEquals "--wait: the changes" 3 "$(wc -l <"$OVS_TMP/wait.out")"
 }
 
 # ovsnap diff's output (DIFF_DIR/A-B.diff, for a volume whose workload
