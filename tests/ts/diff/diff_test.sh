@@ -113,7 +113,10 @@ diff_is() {	# diff_is WHAT EXPECTED ARGS...
 	assertEquals "$what: changes" "$want" "$OVS_OUT"
 }
 
-test_changes_between_snapshots_and_live_active_and_not() {
+# The two batches against snapshots 1 and 2 and the live tree, with the
+# volume active, then deactivated; then the oracle on the same filesystem
+# (each test function costs a filesystem and its teardown, ~10 s).
+test_changes_between_snapshots_and_live_active_and_not_and_oracle() {
 	diff_is "no change yet" "" 1
 	change_batch1
 	diff_is "1 against live" "$BATCH1" 1
@@ -132,6 +135,10 @@ test_changes_between_snapshots_and_live_active_and_not() {
 	diff_is "deactivated: 1 2" "$BATCH1" 1 2
 	diff_is "deactivated: 2 against live" "$BATCH2" 2
 	diff_is "deactivated: 1 against live" "$BOTH" 1
+
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	check_oracle 3
 }
 
 # --json of snapshot 1 against 2 after change_batch1.
@@ -337,12 +344,13 @@ print("changes per diff:", " ".join(counts))
 sys.exit(0 if ok else 1)
 '
 
-# The consistency oracle: a seeded random workload through the snapshot
+# check_oracle ID: the consistency oracle, on an active volume whose next
+# snapshot is ID.  A seeded random workload in SRC/w through the snapshot
 # mount with takes, the manifest of the live tree recorded at each take;
-# then the diff of every pair of snapshots, and of each one against the
-# live tree, is exactly the difference of their manifests.  Reproduce a
-# failure with OVS_DIFF_SEED=N.
-test_oracle_diff_equals_manifest_difference() {
+# then the diff of every pair of those snapshots, and of each one against
+# the live tree, is exactly the difference of their manifests.  Reproduce
+# a failure with OVS_DIFF_SEED=N.
+check_oracle() {
 	local seed=${OVS_DIFF_SEED:-$((RANDOM % 1000 + 1))} mf=$OVS_TMP/manifests w ids i j rc t0 pairs=()
 
 	w=$SRC/w
@@ -350,8 +358,8 @@ test_oracle_diff_equals_manifest_difference() {
 	ovs_run "$WORKLOAD" --seed "$((seed + 1000))" --ops 300 "$w"
 	assertEquals "initial tree (seed $seed): $(ovs_ran)" 0 "$OVS_RC" || return
 	"$MANIFEST" "$w" >"$mf/.pending" || fail "manifest of $w"
-	take 2
-	mv "$mf/.pending" "$mf/2.manifest"
+	take "$1"
+	mv "$mf/.pending" "$mf/$1.manifest"
 	t0=$(date +%s)
 	"$WORKLOAD" --seed "$seed" --ops "${OVS_DIFF_OPS:-600}" --takes 4 \
 		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$mf" "$w" \
