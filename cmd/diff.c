@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,6 +200,18 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 	return EXIT_OK;
 }
 
+/* Three fds per layer are open at once (one's own and the two stacks'),
+ * up to 499 layers: more than the usual soft limit of 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int cmd_diff(int argc, const char **argv)
 {
 	struct ovs_volume *v = NULL;
@@ -212,6 +225,7 @@ int cmd_diff(int argc, const char **argv)
 	args = ovs_popt_args(pc, "diff", 2, 3, &nargs, &status);
 	if (!args)
 		goto out;
+	raise_fd_limit();
 	/* The lock keeps takes, merges and drops from changing the layers
 	 * while they are read; a pending merge or drop is finished first. */
 	status = ovs_open_locked("diff", args[0], opt_wait, &v);

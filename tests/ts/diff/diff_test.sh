@@ -10,6 +10,7 @@ ovs_require_cmd setfattr python3 strace setpriv perl flock
 
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
 WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
+MKVOL=$OVSNAP_TOOLS/ovs-mkvol
 
 # A fresh XFS image with a small tree, protected, snapshot 1 taken.
 setUp() {
@@ -211,6 +212,14 @@ test_cost_follows_the_layers_and_bad_input() {
 	assertEquals "deep tree: the deepest path in full" \
 		"$((40 * 201 + 4 + 1))" "$(printf '%s\n' "$OVS_OUT" | tail -1 | cut -f2 | wc -c)"
 
+	# 499 snapshots, the most a volume holds: three fds per layer are
+	# more than a soft limit of 1024 (made by ovs-mkvol, the library's
+	# own helper: no daemon, so no change to find).
+	mkdir "$OVS_MNT/many"
+	"$MKVOL" "$OVS_MNT/many" --snapshots 499 >/dev/null || fail "ovs-mkvol 499 snapshots"
+	ovs_run bash -c 'ulimit -S -n 1024 && "$1" diff "$2" 1 250' _ "$OVSNAP" "$OVS_MNT/many"
+	assertEquals "499 snapshots, soft fd limit 1024: $(ovs_ran)" 0 "$OVS_RC"
+
 	# One line per change whatever the name: a newline, a tab and a
 	# backslash as \ooo.
 	take 4
@@ -258,7 +267,7 @@ check_bad_input() {
 
 	# Another command holds the volume lock: busy at once, or --wait.
 	local store holder waiter rc
-	store=$(echo "$OVS_MNT"/.ovsnap/*/)
+	store=$(echo "$OVS_MNT"/.ovsnap/*-src/)
 	touch "$OVS_TMP/hold"
 	flock "$store/lock" bash -c 'touch "$1/locked"; while [ -e "$1/hold" ]; do sleep 0.05; done' \
 		_ "$OVS_TMP" &
