@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,11 +18,13 @@
 #include "diff.h"
 #include "ovsnap-private.h"
 
-static int opt_json;
+static int opt_json, opt_wait;
 
 static struct poptOption diff_options[] = {
 	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
 	  "print one JSON object (the keys are documented in ovsnap-diff(8))", NULL },
+	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
+	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
@@ -197,6 +200,18 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 	return EXIT_OK;
 }
 
+/* Three fds per layer are open at once (one's own and the two stacks'),
+ * up to 499 layers: more than the usual soft limit of 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int cmd_diff(int argc, const char **argv)
 {
 	struct ovs_volume *v = NULL;
@@ -210,9 +225,10 @@ int cmd_diff(int argc, const char **argv)
 	args = ovs_popt_args(pc, "diff", 2, 3, &nargs, &status);
 	if (!args)
 		goto out;
+	raise_fd_limit();
 	/* The lock keeps takes, merges and drops from changing the layers
 	 * while they are read; a pending merge or drop is finished first. */
-	status = ovs_open_locked("diff", args[0], true, &v);
+	status = ovs_open_locked("diff", args[0], opt_wait, &v);
 	if (status != EXIT_OK)
 		goto out;
 	status = run_diff(v, args[1], nargs == 3 ? args[2] : NULL);

@@ -6,10 +6,11 @@
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd setfattr python3 strace setpriv perl
+ovs_require_cmd setfattr python3 strace setpriv perl flock
 
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
 WORKLOAD=$OVSNAP_TOOLS/tools/ovs-workload
+MKVOL=$OVSNAP_TOOLS/ovs-mkvol
 
 # A fresh XFS image with a small tree, protected, snapshot 1 taken.
 setUp() {
@@ -113,7 +114,10 @@ diff_is() {	# diff_is WHAT EXPECTED ARGS...
 	assertEquals "$what: changes" "$want" "$OVS_OUT"
 }
 
-test_changes_between_snapshots_and_live_active_and_not() {
+# The two batches against snapshots 1 and 2 and the live tree, with the
+# volume active, then deactivated; then the oracle on the same filesystem
+# (each test function costs a filesystem and its teardown, ~10 s).
+test_changes_between_snapshots_and_live_active_and_not_and_oracle() {
 	diff_is "no change yet" "" 1
 	change_batch1
 	diff_is "1 against live" "$BATCH1" 1
@@ -132,6 +136,10 @@ test_changes_between_snapshots_and_live_active_and_not() {
 	diff_is "deactivated: 1 2" "$BATCH1" 1 2
 	diff_is "deactivated: 2 against live" "$BATCH2" 2
 	diff_is "deactivated: 1 against live" "$BOTH" 1
+
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	check_oracle 3
 }
 
 # --json of snapshot 1 against 2 after change_batch1.
@@ -204,6 +212,14 @@ test_cost_follows_the_layers_and_bad_input() {
 	assertEquals "deep tree: the deepest path in full" \
 		"$((40 * 201 + 4 + 1))" "$(printf '%s\n' "$OVS_OUT" | tail -1 | cut -f2 | wc -c)"
 
+	# 499 snapshots, the most a volume holds: three fds per layer are
+	# more than a soft limit of 1024 (made by ovs-mkvol, the library's
+	# own helper: no daemon, so no change to find).
+	mkdir "$OVS_MNT/many"
+	"$MKVOL" "$OVS_MNT/many" --snapshots 499 >/dev/null || fail "ovs-mkvol 499 snapshots"
+	ovs_run bash -c 'ulimit -S -n 1024 && "$1" diff "$2" 1 250' _ "$OVSNAP" "$OVS_MNT/many"
+	assertEquals "499 snapshots, soft fd limit 1024: $(ovs_ran)" 0 "$OVS_RC"
+
 	# One line per change whatever the name: a newline, a tab and a
 	# backslash as \ooo.
 	take 4
@@ -248,6 +264,27 @@ check_bad_input() {
 	assertEquals "not root: stderr" "ovsnap: diff: must be run as root" "$OVS_ERR"
 	"$OVSNAP" diff --json "$SRC" 1 >/dev/full 2>/dev/null
 	assertNotEquals "diff >/dev/full must fail" 0 $?
+
+	# Another command holds the volume lock: busy at once, or --wait.
+	local store holder waiter rc
+	store=$(echo "$OVS_MNT"/.ovsnap/*-src/)
+	touch "$OVS_TMP/hold"
+	flock "$store/lock" bash -c 'touch "$1/locked"; while [ -e "$1/hold" ]; do sleep 0.05; done' \
+		_ "$OVS_TMP" &
+	holder=$!
+	ovs_wait_until 30 '[ -e "$OVS_TMP/locked" ]'
+	ovs_run "$OVSNAP" diff "$SRC" 1
+	assertEquals "busy: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "busy: message" "$OVS_ERR" "is busy"
+	"$OVSNAP" diff --wait "$SRC" 4 >"$OVS_TMP/wait.out" 2>"$OVS_TMP/wait.err" &
+	waiter=$!
+	assertTrue "diff --wait is still waiting while the lock is held" "kill -0 $waiter"
+	rm "$OVS_TMP/hold"
+	wait "$holder"
+	wait "$waiter"
+	rc=$?
+	assertEquals "--wait: exit: $(cat "$OVS_TMP/wait.err")" 0 "$rc"
+	assertEquals "--wait: the changes" 3 "$(wc -l <"$OVS_TMP/wait.out")"
 }
 
 # ovsnap diff's output (DIFF_DIR/A-B.diff, for a volume whose workload
@@ -316,12 +353,13 @@ print("changes per diff:", " ".join(counts))
 sys.exit(0 if ok else 1)
 '
 
-# The consistency oracle: a seeded random workload through the snapshot
+# check_oracle ID: the consistency oracle, on an active volume whose next
+# snapshot is ID.  A seeded random workload in SRC/w through the snapshot
 # mount with takes, the manifest of the live tree recorded at each take;
-# then the diff of every pair of snapshots, and of each one against the
-# live tree, is exactly the difference of their manifests.  Reproduce a
-# failure with OVS_DIFF_SEED=N.
-test_oracle_diff_equals_manifest_difference() {
+# then the diff of every pair of those snapshots, and of each one against
+# the live tree, is exactly the difference of their manifests.  Reproduce
+# a failure with OVS_DIFF_SEED=N.
+check_oracle() {
 	local seed=${OVS_DIFF_SEED:-$((RANDOM % 1000 + 1))} mf=$OVS_TMP/manifests w ids i j rc t0 pairs=()
 
 	w=$SRC/w
@@ -329,8 +367,8 @@ test_oracle_diff_equals_manifest_difference() {
 	ovs_run "$WORKLOAD" --seed "$((seed + 1000))" --ops 300 "$w"
 	assertEquals "initial tree (seed $seed): $(ovs_ran)" 0 "$OVS_RC" || return
 	"$MANIFEST" "$w" >"$mf/.pending" || fail "manifest of $w"
-	take 2
-	mv "$mf/.pending" "$mf/2.manifest"
+	take "$1"
+	mv "$mf/.pending" "$mf/$1.manifest"
 	t0=$(date +%s)
 	"$WORKLOAD" --seed "$seed" --ops "${OVS_DIFF_OPS:-600}" --takes 4 \
 		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$mf" "$w" \
