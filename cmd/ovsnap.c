@@ -28,6 +28,9 @@ const struct cmd_struct ovs_commands[] = {
 	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
+	{ "hold",	cmd_hold,	"hold snapshots: nothing removes them without --force", CMD_NEEDS_ROOT },
+	{ "release",	cmd_release,	"release the hold of snapshots", CMD_NEEDS_ROOT },
+	{ "modify",	cmd_modify,	"change the description, user data or class of snapshots", CMD_NEEDS_ROOT },
 	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
 	{ "help",	cmd_help,	"show the help of a command", 0 },
 	{ NULL, NULL, NULL, 0 }

@@ -16,14 +16,24 @@
 #include "ovsnap-private.h"
 #include "retention.h"
 
-static char *opt_name, *opt_store, *opt_keep;
+static char *opt_name, *opt_store, *opt_keep, *opt_description, *opt_class;
+static const char **opt_userdata;
 static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait;
+/* What the take records about the new snapshot besides its name. */
+static struct ovs_snap_change change = OVS_SNAP_CHANGE_INIT;
 
 static struct poptOption take_options[] = {
 	{ "name", 'n', POPT_ARG_STRING, &opt_name, 0,
 	  "name the snapshot (letters, digits, '.', '_', '-')", "NAME" },
 	{ "hold", 'H', POPT_ARG_NONE, &opt_hold, 0,
-	  "protect the snapshot from retention (drop --keep never drops it)", NULL },
+	  "hold the snapshot: nothing removes it without --force (ovsnap release)", NULL },
+	{ "description", 'd', POPT_ARG_STRING, &opt_description, 0,
+	  "describe the snapshot (one line of text)", "TEXT" },
+	{ "userdata", 'u', POPT_ARG_ARGV, &opt_userdata, 0,
+	  "record KEY=VALUE with the snapshot (repeatable)", "KEY=VALUE" },
+	{ "class", 'c', POPT_ARG_STRING, &opt_class, 0,
+	  "the snapshot's cleanup class, manual or timeline (default: timeline with "
+	  "--keep, else manual); --keep judges this class", "CLASS" },
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
 	  "after the take, drop what the retention policy SPEC does not keep "
 	  "(as ovsnap drop --keep)", "SPEC" },
@@ -225,10 +235,14 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		ovs_error_lib(rc, "take %s", src);
 		return EXIT_FAIL;
 	}
-	/* The daemon wrote the registry: read it again before changing it. */
+	/* The daemon wrote the registry: read it again before changing it.
+	 * The daemon registers the snapshot as manual, without a hold: a
+	 * crash before this one rewrite leaves a snapshot that no timer rule
+	 * prunes. */
 	rc = ovs_registry_load(v);
-	if (rc == 0 && opt_hold)
-		rc = ovs_registry_set_hold(v, id, true);
+	if (rc == 0 && (change.hold != -1 || change.cls > OVS_CLASS_MANUAL ||
+			change.description || change.nuserdata))
+		rc = ovs_registry_change(v, &id, 1, &change);
 	if (rc == 0)
 		rc = print_snapshot(v, id);
 	if (rc < 0) {
@@ -236,7 +250,7 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		return EXIT_FAIL;
 	}
 	if (opt_keep)
-		return ovs_drop_by_policy(v, opt_keep, false, false);
+		return ovs_drop_by_policy(v, opt_keep, change.cls, false, false);
 	return EXIT_OK;
 }
 
@@ -245,6 +259,7 @@ int cmd_take(int argc, const char **argv)
 	struct ovs_volume *v = NULL;
 	const char **args;
 	poptContext pc;
+	struct ovs_userdata *userdata = NULL;
 	char *src = NULL;
 	int status, n, setup_fd = -1;
 	bool created = false;
@@ -255,6 +270,26 @@ int cmd_take(int argc, const char **argv)
 	args = ovs_popt_args(pc, "take", 1, 1, &n, &status);
 	if (!args)
 		goto out;
+	/* Everything the take will record is checked before anything is
+	 * done: bad text is a usage error with no snapshot taken. */
+	status = ovs_snap_change_from_options("take", opt_description, opt_userdata, &change,
+					      &userdata);
+	if (status != EXIT_OK)
+		goto out;
+	change.cls = opt_keep ? OVS_CLASS_TIMELINE : OVS_CLASS_MANUAL;
+	if (opt_class) {
+		enum ovs_snap_class cls;
+
+		if (ovs_snap_class_parse(opt_class, &cls) < 0 ||
+		    (cls != OVS_CLASS_MANUAL && cls != OVS_CLASS_TIMELINE)) {
+			ovs_error("take: bad --class '%s': manual or timeline", opt_class);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		change.cls = cls;
+	}
+	if (opt_hold)
+		change.hold = 1;
 	status = EXIT_FAIL;
 	src = ovs_resolve_source("take", args[0]);
 	if (!src)
@@ -293,6 +328,9 @@ out:
 	if (setup_fd >= 0)
 		close(setup_fd);
 	free(src);
+	free(userdata);
+	ovs_free_argv(opt_userdata);
+	opt_userdata = NULL;
 	poptFreeContext(pc);
 	return status;
 }

@@ -32,6 +32,7 @@ int ovs_keep_parse(const char *spec, struct ovs_keep_policy *p)
 	const char *s = spec;
 
 	memset(p, 0, sizeof(*p));
+	p->cls = OVS_CLASS_TIMELINE;
 	if (!spec || !*spec)
 		return ovs_err(EINVAL, "empty retention policy");
 	while (*s) {
@@ -130,6 +131,8 @@ int ovs_keep_plan(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 				out[i].reasons |= OVS_KEEP_BY_VIEW;
 		if (s->hold)
 			out[i].reasons |= OVS_KEEP_BY_HOLD;
+		if (s->cls != p->cls)
+			out[i].reasons |= OVS_KEEP_BY_CLASS;
 	}
 	if (count)
 		out[count - 1].reasons |= OVS_KEEP_BY_NEWEST;
@@ -138,6 +141,9 @@ int ovs_keep_plan(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 	for (i = count; i-- > 0;) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 
+		/* a rule counts only the snapshots of its class */
+		if (s->cls != p->cls)
+			continue;
 		for (int r = 0; r < OVS_KEEP_NRULES; r++) {
 			int64_t per;
 
@@ -197,6 +203,7 @@ void ovs_keep_reasons_format(unsigned reasons, char *buf, size_t len)
 		{ OVS_KEEP_BY_NEWEST, "newest" },
 		{ OVS_KEEP_BY_HOLD, "hold" },
 		{ OVS_KEEP_BY_VIEW, "mounted" },
+		{ OVS_KEEP_BY_CLASS, "class" },
 	};
 	size_t used = 0;
 

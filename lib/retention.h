@@ -5,7 +5,9 @@
  * daily, weekly, monthly, yearly: keep the newest snapshot of each of the
  * N most recent periods that have a snapshot (UTC; ISO 8601 weeks; "last"
  * keeps the N newest snapshots).  A period without a snapshot does not use
- * up N, as restic's --keep-* options.  Whatever the rules say, the newest
+ * up N, as restic's --keep-* options.  The rules judge the snapshots of
+ * one class (timeline unless the policy says otherwise) and count only
+ * those; every other snapshot is kept.  Whatever the rules say, the newest
  * snapshot (the active one), held snapshots and snapshots whose layers a
  * mounted view uses are kept.
  */
@@ -31,6 +33,7 @@ enum ovs_keep_rule {
 
 struct ovs_keep_policy {
 	unsigned count[OVS_KEEP_NRULES];	/* 0: the rule is not used */
+	enum ovs_snap_class cls;	/* the class the rules apply to */
 };
 
 /* Reasons a snapshot is kept (bits); the rule bits are 1 << enum ovs_keep_rule. */
@@ -38,6 +41,7 @@ enum ovs_keep_reason {
 	OVS_KEEP_BY_NEWEST = 1 << 8,	/* the newest snapshot: always kept */
 	OVS_KEEP_BY_HOLD = 1 << 9,	/* held */
 	OVS_KEEP_BY_VIEW = 1 << 10,	/* a mounted view uses its layer */
+	OVS_KEEP_BY_CLASS = 1 << 11,	/* not of the class the rules apply to */
 };
 
 struct ovs_keep_verdict {
@@ -46,7 +50,8 @@ struct ovs_keep_verdict {
 	unsigned reasons;	/* why it is kept (0 when dropped) */
 };
 
-/* Parse SPEC ("last=3,daily=7"); -EINVAL with a message. */
+/* Parse SPEC ("last=3,daily=7"); -EINVAL with a message.  The policy's
+ * class is timeline: set p->cls afterwards for another. */
 int ovs_keep_parse(const char *spec, struct ovs_keep_policy *p);
 
 /*

@@ -41,6 +41,7 @@ static void volume_at(struct ovs_volume *v, const int64_t *times, size_t n)
 		snaps[i].id = i + 1;
 		snaps[i].created_ns = times[i];
 		snaps[i].state = i + 1 == n ? OVS_SNAP_ACTIVE : OVS_SNAP_FROZEN;
+		snaps[i].cls = OVS_CLASS_TIMELINE;
 	}
 	v->reg.snaps = snaps;
 	v->reg.nsnaps = n;
@@ -150,6 +151,25 @@ int main(void)
 	expect_kept(&v, "yearly=2", "2 6");
 	expect_kept(&v, "hourly=2", "5 6");		/* 13h, then 10h: 11h, 12h had none */
 	expect_kept(&v, "daily=2", "3 6");
+
+	/* A rule judges and counts its own class only: a manual snapshot
+	 * survives it, and does not use up its count. */
+	snaps[4].cls = OVS_CLASS_MANUAL;
+	expect_kept(&v, "last=2", "4 5 6");
+	{
+		struct ovs_keep_verdict *plan;
+		struct ovs_keep_policy p;
+		char why[128];
+
+		ovs_keep_parse("last=1", &p);
+		p.cls = OVS_CLASS_MANUAL;
+		ovs_keep_plan(&v, &p, NULL, 0, 0, &plan, &n);
+		ovs_keep_reasons_format(plan[0].reasons, why, sizeof(why));
+		CHECK(!strcmp(why, "class") && plan[4].keep && !(plan[4].reasons & ~1u),
+		      "--class manual: 1 kept as '%s', 5 by last", why);
+		free(plan);
+	}
+	snaps[4].cls = OVS_CLASS_TIMELINE;
 
 	/* Held and mounted snapshots are kept whatever the policy says. */
 	snaps[0].hold = true;
