@@ -147,6 +147,41 @@ keep newest" "$(printf '%s\n' "$OVS_OUT" | awk '{ print $4, $5 }')"
 	assertEquals "fsck of a version 1 registry: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# space=SIZE: the oldest timeline snapshots go until the layers the volume
+# keeps fit; manual and newest ones stay.  Layers 2 to 5 each hold a
+# 4 MiB rewritten file of their own.
+test_space_limit() {
+	local i
+
+	volume 1 || return
+	for i in 2 3 4 5; do
+		if [ "$i" = 2 ]; then
+			dd if=/dev/urandom of="$SRC/f" bs=1M count=4 status=none
+		else
+			dd if=/dev/urandom of="$SRC/f" bs=1M count=4 conv=notrunc status=none
+		fi || fail "write f"
+		ovs_run "$OVSNAP" take --class timeline "$SRC"
+		assertEquals "take $i: $(ovs_ran)" 0 "$OVS_RC"
+	done
+	dd if=/dev/urandom of="$SRC/f" bs=1M count=4 conv=notrunc status=none
+	sync
+	assertEquals "layers 2..5 hold 4 MiB each" "0 1 1 1 1" \
+		"$(snaps_py '" ".join(str(int(x["space"] >= 4 << 20)) for x in s)')"
+	ovs_run "$OVSNAP" drop --keep space=9M --dry-run "$SRC"
+	assertEquals "dry run: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the oldest timeline snapshots would go" "would drop 2
+would drop 3" "$OVS_OUT"
+	ovs_run "$OVSNAP" take --keep space=9M "$SRC"
+	assertEquals "take --keep space=9M: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "oldest first, stopping at the limit (8 MiB left)" "1 4 5 6" "$(ids)"
+	ovs_run "$OVSNAP" drop --keep space=1K "$SRC"
+	assertEquals "drop --keep space=1K: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the manual and the newest one stay" "1 6" "$(ids)"
+	refused 2 "needs a percentage" "$OVSNAP" drop --keep space=101% "$SRC"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 test_descriptions_and_userdata() {
 	local odd got
 
