@@ -309,8 +309,13 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 		ovs_json_string(upper);
 		fputs(", \"state\": ", stdout);
 		ovs_json_string(ovs_snap_state_name(s->state));
-		printf(", \"hold\": %s, \"class\": \"%s\", \"description\": ",
+		printf(", \"hold\": %s, \"class\": \"%s\", \"pre\": ",
 		       s->hold ? "true" : "false", ovs_snap_class_name(s->cls));
+		if (s->pre)
+			printf("%" PRIu64, s->pre);
+		else
+			fputs("null", stdout);
+		fputs(", \"description\": ", stdout);
 		if (s->description[0])
 			ovs_json_string(s->description);
 		else
@@ -353,7 +358,7 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 		struct libscols_line *ln = scols_table_new_line(tb, NULL);
-		char id[32], created[64], state[32], size[32];
+		char id[32], created[64], state[32], size[32], cls[48];
 		uint64_t space;
 
 		if (!ln) {
@@ -367,8 +372,11 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 			rc = set_cell(ln, 1, s->name);
 		if (!rc)
 			rc = set_cell(ln, 2, created);
+		/* a post snapshot names its pre one: "post:3" */
+		snprintf(cls, sizeof(cls), s->pre ? "%s:%" PRIu64 : "%s", ovs_snap_class_name(s->cls),
+			 s->pre);
 		if (!rc)
-			rc = set_cell(ln, 3, ovs_snap_class_name(s->cls));
+			rc = set_cell(ln, 3, cls);
 		snprintf(state, sizeof(state), "%s%s", ovs_snap_state_name(s->state),
 			 s->hold ? ",held" : "");
 		if (!rc)

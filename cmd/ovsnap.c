@@ -25,6 +25,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "umount",	cmd_umount,	"unmount a snapshot view", CMD_NEEDS_ROOT },
 	{ "merge",	cmd_merge,	"merge adjacent snapshots into the oldest of them", CMD_NEEDS_ROOT },
 	{ "drop",	cmd_drop,	"delete snapshots, or prune them by a retention policy", CMD_NEEDS_ROOT },
+	{ "run",	cmd_run,	"run a command between a pre and a post snapshot", CMD_NEEDS_ROOT },
 	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },

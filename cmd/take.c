@@ -16,9 +16,9 @@
 #include "ovsnap-private.h"
 #include "retention.h"
 
-static char *opt_name, *opt_store, *opt_keep, *opt_description, *opt_class;
+static char *opt_name, *opt_store, *opt_keep, *opt_description, *opt_class, *opt_post;
 static const char **opt_userdata;
-static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait;
+static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait, opt_pre;
 /* What the take records about the new snapshot besides its name. */
 static struct ovs_snap_change change = OVS_SNAP_CHANGE_INIT;
 
@@ -34,6 +34,11 @@ static struct poptOption take_options[] = {
 	{ "class", 'c', POPT_ARG_STRING, &opt_class, 0,
 	  "the snapshot's cleanup class, manual or timeline (default: timeline with "
 	  "--keep, else manual); --keep judges this class", "CLASS" },
+	{ "pre", 0, POPT_ARG_NONE, &opt_pre, 0,
+	  "the snapshot before a change (class pre); its id goes to --post", NULL },
+	{ "post", 0, POPT_ARG_STRING, &opt_post, 0,
+	  "the snapshot after the change that the pre snapshot PRE was taken before "
+	  "(class post, linked to PRE)", "PRE" },
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
 	  "after the take, drop what the retention policy SPEC does not keep "
 	  "(as ovsnap drop --keep)", "SPEC" },
@@ -174,6 +179,10 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	}
 	if (check_name(NULL, src) != EXIT_OK)
 		return EXIT_USAGE;
+	if (opt_post) {
+		ovs_error("take %s: --post: not a volume (no pre snapshot was taken of it)", src);
+		return EXIT_FAIL;
+	}
 	/* Nesting first: another volume's daemon shows as a user of a
 	 * store inside src, and the nesting is the real reason. */
 	rc = ovs_check_nesting(src, NULL, NULL);
@@ -200,6 +209,22 @@ static int take_locked(struct ovs_volume *v, const char *src)
 	status = check_name(v, src);
 	if (status != EXIT_OK)
 		return status;
+	if (opt_post) {
+		const struct ovs_snapshot *pre;
+
+		rc = ovs_snapshot_resolve(v, opt_post, &pre);
+		if (rc < 0) {
+			ovs_error_lib(rc, "take %s: --post", src);
+			return EXIT_FAIL;
+		}
+		if (pre->cls != OVS_CLASS_PRE) {
+			ovs_error("take %s: --post %s: snapshot %" PRIu64 " is a %s snapshot, not "
+				  "a pre one (take --pre)", src, opt_post, pre->id,
+				  ovs_snap_class_name(pre->cls));
+			return EXIT_FAIL;
+		}
+		change.pre = pre->id;
+	}
 	if (opt_keep) {
 		struct ovs_keep_policy policy;
 
@@ -241,7 +266,7 @@ static int take_locked(struct ovs_volume *v, const char *src)
 	 * prunes. */
 	rc = ovs_registry_load(v);
 	if (rc == 0 && (change.hold != -1 || change.cls > OVS_CLASS_MANUAL ||
-			change.description || change.nuserdata))
+			change.description || change.nuserdata || change.pre))
 		rc = ovs_registry_change(v, &id, 1, &change);
 	if (rc == 0)
 		rc = print_snapshot(v, id);
@@ -288,6 +313,15 @@ int cmd_take(int argc, const char **argv)
 		}
 		change.cls = cls;
 	}
+	if ((opt_pre || opt_post) && (opt_class || (opt_pre && opt_post))) {
+		ovs_error("take: --pre, --post and --class cannot be used together");
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (opt_pre)
+		change.cls = OVS_CLASS_PRE;
+	if (opt_post)
+		change.cls = OVS_CLASS_POST;
 	if (opt_hold)
 		change.hold = 1;
 	status = EXIT_FAIL;

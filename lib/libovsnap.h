@@ -137,6 +137,7 @@ struct ovs_snapshot {
 	char description[OVS_DESCRIPTION_MAX + 1];	/* "" when none */
 	unsigned nuserdata;
 	struct ovs_userdata userdata[OVS_USERDATA_NMAX];	/* sorted by key */
+	uint64_t pre;		/* a post snapshot: the id of its pre one, else 0 */
 };
 
 /* 0 if text may be a description, else -EINVAL with a message saying
@@ -200,6 +201,7 @@ struct ovs_snap_change {
 	const char *description;	/* NULL, or the new one ("" removes it) */
 	const struct ovs_userdata *userdata;	/* set these keys ("" removes) */
 	size_t nuserdata;
+	uint64_t pre;			/* 0, or link a post snapshot to this pre */
 };
 #define OVS_SNAP_CHANGE_INIT { .hold = -1, .cls = -1 }
 /*

@@ -29,6 +29,7 @@
  *	snapshot 1 - 1764669600123456789 frozen 0 manual
  *	snapshot-description 1 before apt upgrade   (escaped as source)
  *	snapshot-userdata 1 ticket OPS-12            (KEY VALUE, sorted by KEY)
+ *	snapshot-pre 2 1                             (a post snapshot's pre)
  *	snapshot 3 nightly 1764669601000000000 active 1 timeline
  *	end
  *

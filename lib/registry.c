@@ -496,6 +496,19 @@ static int parse_snapshot_attr(struct parser *p, const char *key, char *rest)
 	if (id != s->id)
 		return bad(p, "%s of snapshot %llu after snapshot %llu", key,
 			   (unsigned long long)id, (unsigned long long)s->id);
+	if (strcmp(key, "snapshot-pre") == 0) {
+		uint64_t pre;
+
+		if (s->pre)
+			return bad(p, "a second pre of snapshot %llu", (unsigned long long)id);
+		if (parse_num(p, key, text, &pre) < 0)
+			return -EUCLEAN;
+		if (pre == 0 || pre >= id)
+			return bad(p, "the pre snapshot %llu of %llu is not older", (unsigned long long)pre,
+				   (unsigned long long)id);
+		s->pre = pre;
+		return 0;
+	}
 	if (strcmp(key, "snapshot-description") == 0) {
 		if (s->description[0])
 			return bad(p, "a second description of snapshot %llu",
@@ -612,7 +625,8 @@ int ovs_registry_parse(const char *where, const char *text, size_t len,
 		} else if (strcmp(key, "snapshot") == 0) {
 			rc = parse_snapshot(&p, val);
 		} else if (strcmp(key, "snapshot-description") == 0 ||
-			   strcmp(key, "snapshot-userdata") == 0) {
+			   strcmp(key, "snapshot-userdata") == 0 ||
+			   strcmp(key, "snapshot-pre") == 0) {
 			rc = parse_snapshot_attr(&p, key, val);
 		} else {
 			rc = parse_header(&p, key, val);
@@ -662,6 +676,9 @@ int ovs_registry_format(const struct ovs_registry *r, char **text, size_t *len)
 		fprintf(f, "snapshot %llu %s %lld %s %d %s\n", (unsigned long long)s->id,
 			s->name[0] ? s->name : "-", (long long)s->created_ns,
 			ovs_snap_state_name(s->state), s->hold, ovs_snap_class_name(s->cls));
+		if (s->pre)
+			fprintf(f, "snapshot-pre %llu %llu\n", (unsigned long long)s->id,
+				(unsigned long long)s->pre);
 		if (s->description[0]) {
 			char *d = escape_value(s->description);
 
@@ -1205,6 +1222,15 @@ int ovs_registry_change(struct ovs_volume *v, const uint64_t *ids, size_t n,
 			s->cls = c->cls;
 		if (c->description)
 			strcpy(s->description, c->description);
+		if (c->pre) {
+			if (c->pre >= s->id) {
+				ovs_registry_clear(&next);
+				return ovs_err(EINVAL, "the pre snapshot %llu is not older than %llu",
+					       (unsigned long long)c->pre,
+					       (unsigned long long)s->id);
+			}
+			s->pre = c->pre;
+		}
 		for (size_t u = 0; u < c->nuserdata; u++) {
 			rc = userdata_set(s, &c->userdata[u]);
 			if (rc < 0) {

@@ -101,7 +101,7 @@ static void test_attributes(void)
 		"snapshot-description 1  apt \\x5c upgrade  \n"
 		"snapshot-userdata 1 a.b c d\n"
 		"snapshot-userdata 1 z 1\n"
-		"snapshot 2 - 4 active 0 timeline\nend\n";
+		"snapshot 2 - 4 active 0 post\nsnapshot-pre 2 1\nend\n";
 	struct ovs_registry reg;
 	struct ovs_userdata ud;
 	char *out;
@@ -114,8 +114,8 @@ static void test_attributes(void)
 	CHECK(reg.snaps[0].nuserdata == 2 && !strcmp(reg.snaps[0].userdata[0].key, "a.b") &&
 	      !strcmp(reg.snaps[0].userdata[0].value, "c d") &&
 	      !strcmp(reg.snaps[0].userdata[1].value, "1"), "userdata parsed wrong");
-	CHECK(reg.snaps[0].cls == OVS_CLASS_MANUAL && reg.snaps[1].cls == OVS_CLASS_TIMELINE,
-	      "classes parsed wrong");
+	CHECK(reg.snaps[0].cls == OVS_CLASS_MANUAL && reg.snaps[1].cls == OVS_CLASS_POST &&
+	      reg.snaps[1].pre == 1 && reg.snaps[0].pre == 0, "classes or pre parsed wrong");
 	CHECK(ovs_registry_format(&reg, &out, &len) == 0 && !strcmp(out, text),
 	      "attributes do not round-trip:\n%s", out);
 	free(out);
@@ -226,6 +226,8 @@ static const struct corruption corruptions[] = {
 	  "snapshot-userdata 6 -b 1\n", NULL, 13, "bad user data key '-b'" },
 	{ "userdata without value", 12, "snapshot 6 x 1764669602000000001 active 0 manual\n"
 	  "snapshot-userdata 6 b\n", NULL, 13, "needs an id, a key and a value" },
+	{ "pre not older", 12, "snapshot 6 x 1764669602000000001 active 0 post\n"
+	  "snapshot-pre 6 6\n", NULL, 13, "the pre snapshot 6 of 6 is not older" },
 	{ "attribute before snapshots", 9, "activated-ns 1\nsnapshot-description 1 x\n", NULL, 10,
 	  "before any snapshot" },
 	{ "bad activated-ns", 9, "activated-ns 3x\n", NULL, 9,

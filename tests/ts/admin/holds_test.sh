@@ -182,6 +182,42 @@ would drop 3" "$OVS_OUT"
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# Pre/post pairs: take --pre / --post PRE, and run around a failing, a
+# succeeding and a missing command, exiting with the command's status.
+test_pre_post_run() {
+	volume 1 || return
+	ovs_run "$OVSNAP" run -d "apt upgrade" "$SRC" -- sh -c "echo new >'$SRC/f'; exit 3"
+	assertEquals "run of a failing command: its status: $(ovs_ran)" 3 "$OVS_RC"
+	assertEquals "run: stdout is the command's" "" "$OVS_OUT"
+	assertContains "run names the pair" "$OVS_ERR" "pre snapshot 2, post snapshot 3"
+	assertEquals "the command ran between the two" "new" "$(cat "$SRC/f")"
+	ovs_run "$OVSNAP" run -q "$SRC" -- echo hello
+	assertEquals "run of a succeeding command: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the command's output" "hello" "$OVS_OUT"
+	assertEquals "-q: nothing else" "" "$OVS_ERR"
+	ovs_run "$OVSNAP" run "$SRC" -- "$OVS_TMP/no-such-command"
+	assertEquals "run of a missing command: 127" 127 "$OVS_RC"
+	assertEquals "classes, pre links, descriptions" \
+		'[["manual", null, null], ["pre", null, "apt upgrade"], ["post", 2, "apt upgrade"], ["pre", null, null], ["post", 4, null], ["pre", null, null], ["post", 6, null]]' \
+		"$(snaps_py '[[x["class"], x["pre"], x["description"]] for x in s]')"
+	ovs_run "$OVSNAP" list "$SRC"
+	assertContains "the table links the post to its pre" "$OVS_OUT" "post:2"
+
+	ovs_run "$OVSNAP" take --pre "$SRC"
+	assertEquals "take --pre prints the id: $(ovs_ran)" "8" "$OVS_OUT"
+	ovs_run "$OVSNAP" take --post 8 "$SRC"
+	assertEquals "take --post 8: $(ovs_ran)" "9" "$OVS_OUT"
+	assertEquals "linked" "8" "$(snap_field 9 pre)"
+	refused 1 "snapshot 1 is a manual snapshot, not a pre one" "$OVSNAP" take --post 1 "$SRC"
+	refused 2 "cannot be used together" "$OVSNAP" take --pre --class manual "$SRC"
+	refused 2 "control character" "$OVSNAP" run -d $'a\nb' "$SRC" -- true
+	ovs_run "$OVSNAP" drop --keep last=0 "$SRC"
+	assertEquals "drop --keep: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "a timeline rule leaves the pairs alone" "1 2 3 4 5 6 7 8 9" "$(ids)"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 test_descriptions_and_userdata() {
 	local odd got
 

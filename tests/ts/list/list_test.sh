@@ -86,9 +86,9 @@ test_volume_with_three_snapshots() {
 	assertEquals "created times are UTC with ns" 3 \
 		"$(printf '%s\n' "$OVS_OUT" | grep -oE "\"created\": \"$ISO_UTC\"" | wc -l)"
 	want="{\"source\": \"$src\", \"store\": \"$js\", \"fstype\": \"xfs\", \"fsuuid\": \"$uuid\", \"active\": false, \"snapshots\": ["
-	want+="{\"id\": 1, \"name\": \"first\", \"created\": \"T\", \"upper\": \"$js/layers/1/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
-	want+="{\"id\": 2, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/2/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
-	want+="{\"id\": 3, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/3/upper\", \"state\": \"active\", \"hold\": false, \"class\": \"manual\", \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}]}"
+	want+="{\"id\": 1, \"name\": \"first\", \"created\": \"T\", \"upper\": \"$js/layers/1/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
+	want+="{\"id\": 2, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/2/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
+	want+="{\"id\": 3, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/3/upper\", \"state\": \"active\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}]}"
 	assertEquals "list --json SRC" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_utc)"
 
 	ovs_run "$OVSNAP" list
