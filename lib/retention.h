@@ -2,7 +2,8 @@
  * Retention policies: which snapshots a --keep SPEC keeps, and why.
  *
  * SPEC is a comma-separated list of RULE=N with RULE one of last, hourly,
- * daily, weekly, monthly, yearly: keep the newest snapshot of each of the
+ * daily, weekly, monthly, yearly, and space=N% or space=SIZE (see
+ * ovs_keep_limit_space): keep the newest snapshot of each of the
  * N most recent periods that have a snapshot (UTC; ISO 8601 weeks; "last"
  * keeps the N newest snapshots).  A period without a snapshot does not use
  * up N, as restic's --keep-* options.  The rules judge the snapshots of
