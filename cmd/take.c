@@ -313,10 +313,14 @@ int cmd_take(int argc, const char **argv)
 		}
 		change.cls = cls;
 	}
-	if ((opt_pre || opt_post) && (opt_class || (opt_pre && opt_post))) {
-		ovs_error("take: --pre, --post and --class cannot be used together");
-		status = EXIT_USAGE;
-		goto out;
+	{
+		static const struct ovs_excl excl[] = { { { "--pre", "--post", "--class" } }, { { 0 } } };
+		static const char *const names[] = { "--pre", "--post", "--class" };
+		const int given[] = { opt_pre, opt_post != NULL, opt_class != NULL };
+
+		status = ovs_check_exclusive("take", excl, names, given, 3);
+		if (status != EXIT_OK)
+			goto out;
 	}
 	if (opt_pre)
 		change.cls = OVS_CLASS_PRE;
