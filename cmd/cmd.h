@@ -163,7 +163,21 @@ void ovs_progress_end(struct ovs_progress *p);
 
 /* Drop what the retention policy spec does not keep (cmd/drop.c); the
  * volume is locked and loaded.  explain/dry_run print the verdicts. */
-int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, bool dry_run);
+int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+		       bool explain, bool dry_run);
+
+/* Free what a POPT_ARG_ARGV option collected. */
+void ovs_free_argv(const char **argv);
+
+/* "snapshot 3" or "snapshot 3 (before-upgrade)", for messages. */
+void ovs_snapshot_label(const struct ovs_snapshot *s, char *buf, size_t len);
+
+/* Options that set what a snapshot records (take, modify): --description,
+ * --userdata (repeatable), checked and turned into a change.  EXIT_OK, or
+ * EXIT_USAGE after one line. */
+int ovs_snap_change_from_options(const char *cmd, const char *description,
+				 const char **userdata, struct ovs_snap_change *change,
+				 struct ovs_userdata **ud_out);
 
 /* Whether a volume is protected right now (cmd/status.c); list shows it
  * too. */
@@ -199,6 +213,10 @@ int cmd_activate(int argc, const char **argv);
 int cmd_deactivate(int argc, const char **argv);
 int cmd_status(int argc, const char **argv);
 int cmd_diff(int argc, const char **argv);
+int cmd_hold(int argc, const char **argv);
+int cmd_release(int argc, const char **argv);
+int cmd_modify(int argc, const char **argv);
+int cmd_run(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

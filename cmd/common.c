@@ -97,3 +97,60 @@ int ovs_open_locked(const char *cmd, const char *arg, bool wait, struct ovs_volu
 	*out = v;
 	return EXIT_OK;
 }
+
+void ovs_snapshot_label(const struct ovs_snapshot *s, char *buf, size_t len)
+{
+	if (s && s->name[0])
+		snprintf(buf, len, "snapshot %" PRIu64 " (%s)", s->id, s->name);
+	else
+		snprintf(buf, len, "snapshot %" PRIu64, s ? s->id : 0);
+}
+
+int ovs_snap_change_from_options(const char *cmd, const char *description,
+				 const char **userdata, struct ovs_snap_change *change,
+				 struct ovs_userdata **ud_out)
+{
+	struct ovs_userdata *ud = NULL;
+	size_t n = 0;
+
+	*ud_out = NULL;
+	if (description) {
+		if (ovs_description_check(description) < 0) {
+			ovs_error("%s: %s", cmd, ovs_last_error());
+			return EXIT_USAGE;
+		}
+		change->description = description;
+	}
+	while (userdata && userdata[n])
+		n++;
+	if (!n)
+		return EXIT_OK;
+	ud = calloc(n, sizeof(*ud));
+	if (!ud) {
+		ovs_error("%s: %s", cmd, strerror(ENOMEM));
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ovs_userdata_parse(userdata[i], &ud[i]) < 0) {
+			ovs_error("%s: %s", cmd, ovs_last_error());
+			free(ud);
+			return EXIT_USAGE;
+		}
+	}
+	if (n > OVS_USERDATA_NMAX) {
+		ovs_error("%s: at most %d --userdata options", cmd, OVS_USERDATA_NMAX);
+		free(ud);
+		return EXIT_USAGE;
+	}
+	change->userdata = ud;
+	change->nuserdata = n;
+	*ud_out = ud;
+	return EXIT_OK;
+}
+
+void ovs_free_argv(const char **argv)
+{
+	for (size_t i = 0; argv && argv[i]; i++)
+		free((char *)argv[i]);
+	free(argv);
+}

@@ -12,13 +12,16 @@
 #include "merge.h"
 #include "retention.h"
 
-static char *opt_keep;
+static char *opt_keep, *opt_class;
 static int opt_dry_run, opt_explain, opt_wait, opt_force;
 
 static struct poptOption drop_options[] = {
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
 	  "drop what the policy SPEC does not keep (e.g. last=3,hourly=24,daily=7,"
 	  "weekly=4,monthly=12,yearly=2)", "SPEC" },
+	{ "class", 'c', POPT_ARG_STRING, &opt_class, 0,
+	  "with --keep: the class of snapshots the policy judges (default timeline; "
+	  "manual, pre, post)", "CLASS" },
 	{ "dry-run", 'n', POPT_ARG_NONE, &opt_dry_run, 0,
 	  "print what would be dropped, change nothing", NULL },
 	{ "explain", 'e', POPT_ARG_NONE, &opt_explain, 0,
@@ -59,7 +62,8 @@ static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *
 	}
 }
 
-int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, bool dry_run)
+int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+		       bool explain, bool dry_run)
 {
 	struct ovs_progress prog = { .what = "drop" };
 	struct ovs_keep_verdict *plan = NULL;
@@ -72,6 +76,7 @@ int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, boo
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
 		return EXIT_USAGE;
 	}
+	policy.cls = cls;
 	rc = ovs_keep_plan_volume(v, &policy, &plan, &n);
 	if (rc < 0) {
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
@@ -81,12 +86,23 @@ int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, bool explain, boo
 		print_verdicts(v, plan, n, true);
 	else if (dry_run)
 		print_verdicts(v, plan, n, false);
-	for (size_t i = 0; i < n && !ovs_opt_quiet; i++)
-		if (plan[i].keep && (plan[i].reasons & OVS_KEEP_BY_VIEW) &&
-		    !(plan[i].reasons & ~(unsigned)OVS_KEEP_BY_VIEW))
-			fprintf(stderr, "%s: drop %s: keeping snapshot %" PRIu64
-				" the policy would drop: a mounted view uses it\n",
-				ovs_progname, ovs_volume_source(v), plan[i].id);
+	/* What the rules would drop and only a hold or a view keeps. */
+	for (size_t i = 0; i < n && !ovs_opt_quiet; i++) {
+		const unsigned saved = OVS_KEEP_BY_VIEW | OVS_KEEP_BY_HOLD;
+		char label[OVS_NAME_MAX + 64];
+
+		if (!plan[i].keep || !(plan[i].reasons & saved) || (plan[i].reasons & ~saved))
+			continue;
+		ovs_snapshot_label(find_snapshot(v, plan[i].id), label, sizeof(label));
+		if (plan[i].reasons & OVS_KEEP_BY_HOLD)
+			fprintf(stderr, "%s: drop %s: keeping %s the policy would drop: it is "
+				"held ('ovsnap release' it first)\n", ovs_progname,
+				ovs_volume_source(v), label);
+		else
+			fprintf(stderr, "%s: drop %s: keeping %s the policy would drop: a "
+				"mounted view uses it\n", ovs_progname, ovs_volume_source(v),
+				label);
+	}
 	if (dry_run) {
 		free(plan);
 		return EXIT_OK;
@@ -138,8 +154,11 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 			if (ovs_snapshot_at(v, i) == s)
 				break;
 		if (s->hold && !opt_force) {
-			ovs_error("drop %s: snapshot %" PRIu64 " is held: use --force to drop it",
-				  ovs_volume_source(v), s->id);
+			char label[OVS_NAME_MAX + 64];
+
+			ovs_snapshot_label(s, label, sizeof(label));
+			ovs_error("drop %s: %s is held: use --force to drop it, or "
+				  "'ovsnap release' it first", ovs_volume_source(v), label);
 			status = EXIT_FAIL;
 			goto out;
 		}
@@ -198,6 +217,7 @@ int cmd_drop(int argc, const char **argv)
 	struct ovs_volume *v = NULL;
 	const char **args;
 	poptContext pc;
+	enum ovs_snap_class cls = OVS_CLASS_TIMELINE;
 	int status, nargs;
 
 	pc = ovs_popt_parse("drop", argc, argv, drop_options, "SRC [SNAP...]", &status);
@@ -217,6 +237,11 @@ int cmd_drop(int argc, const char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	if (opt_class && !opt_keep) {
+		ovs_error("drop: --class needs --keep");
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (opt_explain && !opt_keep) {
 		ovs_error("drop: --explain needs --keep");
 		status = EXIT_USAGE;
@@ -226,7 +251,8 @@ int cmd_drop(int argc, const char **argv)
 		struct ovs_keep_policy policy;
 
 		/* A bad SPEC is a usage error even before the volume is opened. */
-		if (ovs_keep_parse(opt_keep, &policy) < 0) {
+		if (ovs_keep_parse(opt_keep, &policy) < 0 ||
+		    (opt_class && ovs_snap_class_parse(opt_class, &cls) < 0)) {
 			ovs_error("drop: %s", ovs_last_error());
 			status = EXIT_USAGE;
 			goto out;
@@ -236,7 +262,7 @@ int cmd_drop(int argc, const char **argv)
 	if (status != EXIT_OK)
 		goto out;
 	if (opt_keep)
-		status = ovs_drop_by_policy(v, opt_keep, opt_explain, opt_dry_run);
+		status = ovs_drop_by_policy(v, opt_keep, cls, opt_explain, opt_dry_run);
 	else
 		status = drop_listed(v, args + 1, nargs - 1);
 out:

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libsmartcols.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,58 @@ static int set_mounts_cell(struct libscols_line *ln, int col, uint64_t id,
 	return rc;
 }
 
+/*
+ * Text users wrote (descriptions, user data: UTF-8 without control
+ * characters) for a table cell: as it is where the locale can show it,
+ * else with every non-ASCII byte as \xNN.  The table is printed without
+ * libsmartcols' encoding (for the store paths), whose width computation
+ * never returns on such bytes in a single-byte locale.
+ */
+static void put_user_text(FILE *f, const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		if (*p >= 0x80 && MB_CUR_MAX == 1)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+}
+
+static int set_user_text_cell(struct libscols_line *ln, int col, const char *text)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	put_user_text(f, text);
+	fclose(f);
+	rc = set_cell(ln, col, buf ? buf : "");
+	free(buf);
+	return rc;
+}
+
+/* "key=value, key2=value2" (list --json is the exact form). */
+static int set_userdata_cell(struct libscols_line *ln, int col, const struct ovs_snapshot *s)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	for (unsigned u = 0; u < s->nuserdata; u++) {
+		fprintf(f, "%s%s=", u ? ", " : "", s->userdata[u].key);
+		put_user_text(f, s->userdata[u].value);
+	}
+	fclose(f);
+	rc = set_cell(ln, col, text ? text : "");
+	free(text);
+	return rc;
+}
+
 static void print_mounts_json(uint64_t id, const struct ovs_view_mount *views, size_t nviews)
 {
 	bool first = true;
@@ -256,7 +309,25 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 		ovs_json_string(upper);
 		fputs(", \"state\": ", stdout);
 		ovs_json_string(ovs_snap_state_name(s->state));
-		printf(", \"hold\": %s", s->hold ? "true" : "false");
+		printf(", \"hold\": %s, \"class\": \"%s\", \"pre\": ",
+		       s->hold ? "true" : "false", ovs_snap_class_name(s->cls));
+		if (s->pre)
+			printf("%" PRIu64, s->pre);
+		else
+			fputs("null", stdout);
+		fputs(", \"description\": ", stdout);
+		if (s->description[0])
+			ovs_json_string(s->description);
+		else
+			fputs("null", stdout);
+		fputs(", \"userdata\": {", stdout);
+		for (unsigned u = 0; u < s->nuserdata; u++) {
+			fputs(u ? ", " : "", stdout);
+			ovs_json_string(s->userdata[u].key);
+			fputs(": ", stdout);
+			ovs_json_string(s->userdata[u].value);
+		}
+		putchar('}');
 		rc = snapshot_space(v, s->id, &space);
 		if (rc < 0)
 			return rc;
@@ -271,8 +342,10 @@ static int print_snapshots_json(struct ovs_volume *v, const struct ovs_view_moun
 static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mount *views,
 				 size_t nviews)
 {
-	static const char *const cols[] = { "ID", "NAME", "CREATED", "STATE", "SPACE", "MOUNTS", NULL };
-	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0, SCOLS_FL_RIGHT, SCOLS_FL_WRAP };
+	static const char *const cols[] = { "ID", "NAME", "CREATED", "CLASS", "STATE", "SPACE",
+					    "MOUNTS", "DESCRIPTION", "USERDATA", NULL };
+	static const int flags[] = { SCOLS_FL_RIGHT, 0, 0, 0, 0, SCOLS_FL_RIGHT, SCOLS_FL_WRAP,
+				     0, 0 };
 	size_t n = ovs_snapshot_count(v);
 	struct libscols_table *tb;
 	int rc = 0;
@@ -285,7 +358,7 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 		struct libscols_line *ln = scols_table_new_line(tb, NULL);
-		char id[32], created[64], state[32], size[32];
+		char id[32], created[64], state[32], size[32], cls[48];
 		uint64_t space;
 
 		if (!ln) {
@@ -299,18 +372,27 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 			rc = set_cell(ln, 1, s->name);
 		if (!rc)
 			rc = set_cell(ln, 2, created);
+		/* a post snapshot names its pre one: "post:3" */
+		snprintf(cls, sizeof(cls), s->pre ? "%s:%" PRIu64 : "%s", ovs_snap_class_name(s->cls),
+			 s->pre);
+		if (!rc)
+			rc = set_cell(ln, 3, cls);
 		snprintf(state, sizeof(state), "%s%s", ovs_snap_state_name(s->state),
 			 s->hold ? ",held" : "");
 		if (!rc)
-			rc = set_cell(ln, 3, state);
+			rc = set_cell(ln, 4, state);
 		if (!rc)
 			rc = snapshot_space(v, s->id, &space);
 		if (!rc) {
 			format_size(space, size, sizeof(size));
-			rc = set_cell(ln, 4, size);
+			rc = set_cell(ln, 5, size);
 		}
 		if (!rc)
-			rc = set_mounts_cell(ln, 5, s->id, views, nviews);
+			rc = set_mounts_cell(ln, 6, s->id, views, nviews);
+		if (!rc)
+			rc = set_user_text_cell(ln, 7, s->description);
+		if (!rc)
+			rc = set_userdata_cell(ln, 8, s);
 	}
 	if (!rc)
 		scols_print_table(tb);
@@ -352,6 +434,8 @@ int cmd_list(int argc, const char **argv)
 	poptContext pc;
 	int status, nargs;
 
+	/* the width of descriptions in the table: what the terminal shows */
+	setlocale(LC_CTYPE, "");
 	pc = ovs_popt_parse("list", argc, argv, list_options, "[SRC]", &status);
 	if (!pc)
 		return status;

@@ -80,8 +80,11 @@ int cmd_merge(int argc, const char **argv)
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 
 		if (s->hold) {
-			ovs_error("merge %s: snapshot %" PRIu64 " is held and would be merged "
-				  "away: use --force to merge it", ovs_volume_source(v), s->id);
+			char label[OVS_NAME_MAX + 64];
+
+			ovs_snapshot_label(s, label, sizeof(label));
+			ovs_error("merge %s: %s is held and would be merged away: use "
+				  "--force to merge it", ovs_volume_source(v), label);
 			status = EXIT_FAIL;
 			goto out;
 		}

@@ -16,14 +16,29 @@
 #include "ovsnap-private.h"
 #include "retention.h"
 
-static char *opt_name, *opt_store, *opt_keep;
-static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait;
+static char *opt_name, *opt_store, *opt_keep, *opt_description, *opt_class, *opt_post;
+static const char **opt_userdata;
+static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait, opt_pre;
+/* What the take records about the new snapshot besides its name. */
+static struct ovs_snap_change change = OVS_SNAP_CHANGE_INIT;
 
 static struct poptOption take_options[] = {
 	{ "name", 'n', POPT_ARG_STRING, &opt_name, 0,
 	  "name the snapshot (letters, digits, '.', '_', '-')", "NAME" },
 	{ "hold", 'H', POPT_ARG_NONE, &opt_hold, 0,
-	  "protect the snapshot from retention (drop --keep never drops it)", NULL },
+	  "hold the snapshot: nothing removes it without --force (ovsnap release)", NULL },
+	{ "description", 'd', POPT_ARG_STRING, &opt_description, 0,
+	  "describe the snapshot (one line of text)", "TEXT" },
+	{ "userdata", 'u', POPT_ARG_ARGV, &opt_userdata, 0,
+	  "record KEY=VALUE with the snapshot (repeatable)", "KEY=VALUE" },
+	{ "class", 'c', POPT_ARG_STRING, &opt_class, 0,
+	  "the snapshot's cleanup class, manual or timeline (default: timeline with "
+	  "--keep, else manual); --keep judges this class", "CLASS" },
+	{ "pre", 0, POPT_ARG_NONE, &opt_pre, 0,
+	  "the snapshot before a change (class pre); its id goes to --post", NULL },
+	{ "post", 0, POPT_ARG_STRING, &opt_post, 0,
+	  "the snapshot after the change that the pre snapshot PRE was taken before "
+	  "(class post, linked to PRE)", "PRE" },
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
 	  "after the take, drop what the retention policy SPEC does not keep "
 	  "(as ovsnap drop --keep)", "SPEC" },
@@ -164,6 +179,10 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	}
 	if (check_name(NULL, src) != EXIT_OK)
 		return EXIT_USAGE;
+	if (opt_post) {
+		ovs_error("take %s: --post: not a volume (no pre snapshot was taken of it)", src);
+		return EXIT_FAIL;
+	}
 	/* Nesting first: another volume's daemon shows as a user of a
 	 * store inside src, and the nesting is the real reason. */
 	rc = ovs_check_nesting(src, NULL, NULL);
@@ -190,6 +209,22 @@ static int take_locked(struct ovs_volume *v, const char *src)
 	status = check_name(v, src);
 	if (status != EXIT_OK)
 		return status;
+	if (opt_post) {
+		const struct ovs_snapshot *pre;
+
+		rc = ovs_snapshot_resolve(v, opt_post, &pre);
+		if (rc < 0) {
+			ovs_error_lib(rc, "take %s: --post", src);
+			return EXIT_FAIL;
+		}
+		if (pre->cls != OVS_CLASS_PRE) {
+			ovs_error("take %s: --post %s: snapshot %" PRIu64 " is a %s snapshot, not "
+				  "a pre one (take --pre)", src, opt_post, pre->id,
+				  ovs_snap_class_name(pre->cls));
+			return EXIT_FAIL;
+		}
+		change.pre = pre->id;
+	}
 	if (opt_keep) {
 		struct ovs_keep_policy policy;
 
@@ -225,10 +260,14 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		ovs_error_lib(rc, "take %s", src);
 		return EXIT_FAIL;
 	}
-	/* The daemon wrote the registry: read it again before changing it. */
+	/* The daemon wrote the registry: read it again before changing it.
+	 * The daemon registers the snapshot as manual, without a hold: a
+	 * crash before this one rewrite leaves a snapshot that no timer rule
+	 * prunes. */
 	rc = ovs_registry_load(v);
-	if (rc == 0 && opt_hold)
-		rc = ovs_registry_set_hold(v, id, true);
+	if (rc == 0 && (change.hold != -1 || change.cls > OVS_CLASS_MANUAL ||
+			change.description || change.nuserdata || change.pre))
+		rc = ovs_registry_change(v, &id, 1, &change);
 	if (rc == 0)
 		rc = print_snapshot(v, id);
 	if (rc < 0) {
@@ -236,7 +275,7 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		return EXIT_FAIL;
 	}
 	if (opt_keep)
-		return ovs_drop_by_policy(v, opt_keep, false, false);
+		return ovs_drop_by_policy(v, opt_keep, change.cls, false, false);
 	return EXIT_OK;
 }
 
@@ -245,6 +284,7 @@ int cmd_take(int argc, const char **argv)
 	struct ovs_volume *v = NULL;
 	const char **args;
 	poptContext pc;
+	struct ovs_userdata *userdata = NULL;
 	char *src = NULL;
 	int status, n, setup_fd = -1;
 	bool created = false;
@@ -255,6 +295,39 @@ int cmd_take(int argc, const char **argv)
 	args = ovs_popt_args(pc, "take", 1, 1, &n, &status);
 	if (!args)
 		goto out;
+	/* Everything the take will record is checked before anything is
+	 * done: bad text is a usage error with no snapshot taken. */
+	status = ovs_snap_change_from_options("take", opt_description, opt_userdata, &change,
+					      &userdata);
+	if (status != EXIT_OK)
+		goto out;
+	change.cls = opt_keep ? OVS_CLASS_TIMELINE : OVS_CLASS_MANUAL;
+	if (opt_class) {
+		enum ovs_snap_class cls;
+
+		if (ovs_snap_class_parse(opt_class, &cls) < 0 ||
+		    (cls != OVS_CLASS_MANUAL && cls != OVS_CLASS_TIMELINE)) {
+			ovs_error("take: bad --class '%s': manual or timeline", opt_class);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		change.cls = cls;
+	}
+	{
+		static const struct ovs_excl excl[] = { { { "--pre", "--post", "--class" } }, { { 0 } } };
+		static const char *const names[] = { "--pre", "--post", "--class" };
+		const int given[] = { opt_pre, opt_post != NULL, opt_class != NULL };
+
+		status = ovs_check_exclusive("take", excl, names, given, 3);
+		if (status != EXIT_OK)
+			goto out;
+	}
+	if (opt_pre)
+		change.cls = OVS_CLASS_PRE;
+	if (opt_post)
+		change.cls = OVS_CLASS_POST;
+	if (opt_hold)
+		change.hold = 1;
 	status = EXIT_FAIL;
 	src = ovs_resolve_source("take", args[0]);
 	if (!src)
@@ -293,6 +366,9 @@ out:
 	if (setup_fd >= 0)
 		close(setup_fd);
 	free(src);
+	free(userdata);
+	ovs_free_argv(opt_userdata);
+	opt_userdata = NULL;
 	poptFreeContext(pc);
 	return status;
 }

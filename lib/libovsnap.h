@@ -34,6 +34,13 @@ int ovs_err_keep(int err, const char *fmt, ...) __attribute__((format(printf, 2,
 /* overlayfs stacks at most 500 lower layers; SRC is one of them. */
 #define OVS_MAX_SNAPSHOTS 499
 #define OVS_NAME_MAX 64
+/* What users may say about a snapshot (ovsnap-modify(8)): a description
+ * and KEY=VALUE user data, UTF-8 text without control characters, in
+ * bytes. */
+#define OVS_DESCRIPTION_MAX 256
+#define OVS_USERDATA_KEY_MAX 32
+#define OVS_USERDATA_VALUE_MAX 128
+#define OVS_USERDATA_NMAX 8
 
 /* ---- paths of state outside the store -------------------------------- */
 
@@ -103,13 +110,49 @@ enum ovs_snap_state {
 };
 const char *ovs_snap_state_name(enum ovs_snap_state s);
 
+/*
+ * How a snapshot was made, which says which retention rules may remove it
+ * (snapper's cleanup algorithms).  Zero is manual: a snapshot whose class
+ * was never recorded (a registry of an older ovsnap, a take interrupted
+ * before it recorded one) is never pruned by a rule written for the timer.
+ */
+enum ovs_snap_class {
+	OVS_CLASS_MANUAL,	/* a plain take */
+	OVS_CLASS_TIMELINE,	/* the rotation timer, take --keep */
+	OVS_CLASS_PRE,		/* before a command (take --pre) */
+	OVS_CLASS_POST,		/* after it */
+	OVS_CLASS_COUNT
+};
+const char *ovs_snap_class_name(enum ovs_snap_class c);
+/* "manual", "timeline", "pre", "post"; -EINVAL with a message. */
+int ovs_snap_class_parse(const char *name, enum ovs_snap_class *out);
+
+struct ovs_userdata {
+	char key[OVS_USERDATA_KEY_MAX + 1];
+	char value[OVS_USERDATA_VALUE_MAX + 1];	/* "" only in a change: remove */
+};
+
 struct ovs_snapshot {
 	uint64_t id;		/* increasing, never reused */
 	char name[OVS_NAME_MAX + 1];	/* "" when unnamed */
 	int64_t created_ns;	/* CLOCK_REALTIME, UTC */
 	enum ovs_snap_state state;
-	bool hold;		/* retention never drops it */
+	bool hold;		/* nothing removes it without --force */
+	enum ovs_snap_class cls;
+	char description[OVS_DESCRIPTION_MAX + 1];	/* "" when none */
+	unsigned nuserdata;
+	struct ovs_userdata userdata[OVS_USERDATA_NMAX];	/* sorted by key */
+	uint64_t pre;		/* a post snapshot: the id of its pre one, else 0 */
 };
+
+/* 0 if text may be a description, else -EINVAL with a message saying
+ * why (too long, a control character, not UTF-8). */
+int ovs_description_check(const char *text);
+/* Parse KEY=VALUE (--userdata): KEY is [A-Za-z0-9_][A-Za-z0-9_.:-]*, at
+ * most OVS_USERDATA_KEY_MAX bytes; VALUE text as a description, at most
+ * OVS_USERDATA_VALUE_MAX bytes, "" meaning "remove KEY".  -EINVAL with a
+ * message. */
+int ovs_userdata_parse(const char *arg, struct ovs_userdata *out);
 
 /*
  * (Re)read the registry from disk.  A registry that does not parse fails
@@ -154,6 +197,26 @@ int ovs_registry_set_active(struct ovs_volume *v, bool active);
 int ovs_registry_deactivation_stamp(struct ovs_volume *v, int64_t *ns);
 int ovs_registry_set_inactive_since(struct ovs_volume *v, bool active, int64_t since_ns);
 int ovs_registry_set_hold(struct ovs_volume *v, uint64_t id, bool hold);
+
+/* A change of what a registry records about snapshots; the fields left
+ * as OVS_SNAP_CHANGE_INIT sets them change nothing. */
+struct ovs_snap_change {
+	int hold;			/* -1, or 0/1 */
+	int cls;			/* -1, or an enum ovs_snap_class */
+	const char *description;	/* NULL, or the new one ("" removes it) */
+	const struct ovs_userdata *userdata;	/* set these keys ("" removes) */
+	size_t nuserdata;
+	uint64_t pre;			/* 0, or link a post snapshot to this pre */
+};
+#define OVS_SNAP_CHANGE_INIT { .hold = -1, .cls = -1 }
+/*
+ * Apply change to each of the snapshots ids[0..n) in one atomic rewrite of
+ * the registry: everything is checked first (text, keys, at most
+ * OVS_USERDATA_NMAX keys a snapshot), so a refused change leaves the
+ * registry as it was.  The caller holds the volume lock.
+ */
+int ovs_registry_change(struct ovs_volume *v, const uint64_t *ids, size_t n,
+			const struct ovs_snap_change *change);
 
 /* ---- intent records ---------------------------------------------------- */
 

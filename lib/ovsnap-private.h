@@ -17,7 +17,7 @@
 /*
  * <store>/<volume>/registry, a versioned text file (ovsnap-store(5)):
  *
- *	ovsnap-registry 1
+ *	ovsnap-registry 2
  *	source /abs/src            (control bytes and '\' as \xNN)
  *	fstype xfs
  *	fsuuid 5c0c...
@@ -26,15 +26,23 @@
  *	active 0
  *	deactivated-ns 0
  *	activated-ns 0              (optional: absent in older files, read as 0)
- *	snapshot 1 - 1764669600123456789 frozen 0
- *	snapshot 3 nightly 1764669601000000000 active 1
+ *	snapshot 1 - 1764669600123456789 frozen 0 manual
+ *	snapshot-description 1 before apt upgrade   (escaped as source)
+ *	snapshot-userdata 1 ticket OPS-12            (KEY VALUE, sorted by KEY)
+ *	snapshot-pre 2 1                             (a post snapshot's pre)
+ *	snapshot 3 nightly 1764669601000000000 active 1 timeline
  *	end
  *
- * Snapshot fields: id, name ("-" when none), created ns, state, hold.  The
- * "end" line tells a complete file from a truncated one.
+ * Snapshot fields: id, name ("-" when none), created ns, state, hold,
+ * class; the snapshot-* lines that follow a snapshot line belong to it.
+ * Version 1 (ovsnap before classes) has no class field and no snapshot-*
+ * lines: it still reads, every snapshot as manual, and is written back as
+ * version 2.  The "end" line tells a complete file from a truncated one.
  */
 #define OVS_REGISTRY_MAGIC	"ovsnap-registry"
-#define OVS_REGISTRY_VERSION	1
+#define OVS_REGISTRY_VERSION	2
+/* The largest registry read: 499 snapshots with every text at its limit. */
+#define OVS_REGISTRY_MAX_BYTES	(8u << 20)
 #define OVS_REGISTRY_FILE	"registry"
 #define OVS_LOCK_FILE		"lock"
 #define OVS_INTENT_FILE		"intent"

@@ -28,6 +28,124 @@ const char *ovs_snap_state_name(enum ovs_snap_state s)
 	return "?";
 }
 
+static const char *const class_names[OVS_CLASS_COUNT] = {
+	[OVS_CLASS_MANUAL] = "manual",
+	[OVS_CLASS_TIMELINE] = "timeline",
+	[OVS_CLASS_PRE] = "pre",
+	[OVS_CLASS_POST] = "post",
+};
+
+const char *ovs_snap_class_name(enum ovs_snap_class c)
+{
+	return (unsigned)c < OVS_CLASS_COUNT ? class_names[c] : "?";
+}
+
+int ovs_snap_class_parse(const char *name, enum ovs_snap_class *out)
+{
+	for (int c = 0; c < OVS_CLASS_COUNT; c++)
+		if (strcmp(name, class_names[c]) == 0) {
+			*out = c;
+			return 0;
+		}
+	return ovs_err(EINVAL, "unknown class '%s' (manual, timeline, pre, post)", name);
+}
+
+/*
+ * Text users give (descriptions, user data values): valid UTF-8 without
+ * control characters (C0, DEL, C1), so that it stays one line in the
+ * registry, in tables and in terminals.  Returns the reason or NULL.
+ */
+static const char *text_problem(const char *text, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)text;
+
+	if (strlen(text) > max)
+		return "too long";
+	while (*p) {
+		unsigned cp, len;
+
+		if (*p < 0x80) {
+			if (*p < 0x20 || *p == 0x7f)
+				return "a control character (newline, tab...)";
+			p++;
+			continue;
+		}
+		if ((*p & 0xe0) == 0xc0) {
+			cp = *p & 0x1f;
+			len = 2;
+		} else if ((*p & 0xf0) == 0xe0) {
+			cp = *p & 0x0f;
+			len = 3;
+		} else if ((*p & 0xf8) == 0xf0) {
+			cp = *p & 0x07;
+			len = 4;
+		} else {
+			return "not UTF-8";
+		}
+		for (unsigned i = 1; i < len; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return "not UTF-8";
+			cp = cp << 6 | (p[i] & 0x3f);
+		}
+		/* overlong forms, surrogates, beyond Unicode */
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
+		    cp > 0x10ffff)
+			return "not UTF-8";
+		if (cp >= 0x80 && cp <= 0x9f)
+			return "a control character";
+		p += len;
+	}
+	return NULL;
+}
+
+int ovs_description_check(const char *text)
+{
+	const char *why = text_problem(text, OVS_DESCRIPTION_MAX);
+
+	if (why)
+		return ovs_err(EINVAL, "bad description: %s (at most %d bytes of UTF-8 text "
+			       "on one line)", why, OVS_DESCRIPTION_MAX);
+	return 0;
+}
+
+static bool userdata_key_valid(const char *key, size_t len)
+{
+	if (len == 0 || len > OVS_USERDATA_KEY_MAX || key[0] == '.' || key[0] == ':' ||
+	    key[0] == '-')
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = key[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int ovs_userdata_parse(const char *arg, struct ovs_userdata *out)
+{
+	const char *eq = strchr(arg, '=');
+	const char *why;
+
+	memset(out, 0, sizeof(*out));
+	if (!eq)
+		return ovs_err(EINVAL, "bad user data '%s': not KEY=VALUE", arg);
+	if (!userdata_key_valid(arg, eq - arg))
+		return ovs_err(EINVAL, "bad user data key '%.*s': use 1 to %d letters, digits, "
+			       "'_', '.', ':' or '-', not starting with '.', ':' or '-'",
+			       (int)(eq - arg), arg, OVS_USERDATA_KEY_MAX);
+	why = text_problem(eq + 1, OVS_USERDATA_VALUE_MAX);
+	if (why)
+		return ovs_err(EINVAL, "bad user data value for %.*s: %s (at most %d bytes of "
+			       "UTF-8 text on one line)", (int)(eq - arg), arg, why,
+			       OVS_USERDATA_VALUE_MAX);
+	memcpy(out->key, arg, eq - arg);
+	strcpy(out->value, eq + 1);
+	return 0;
+}
+
 bool ovs_snapshot_name_valid(const char *name)
 {
 	size_t n = strlen(name);
@@ -140,6 +258,7 @@ static int unescape_value(char *s)
 struct parser {
 	const char *where;
 	unsigned line;
+	unsigned version;
 	struct ovs_registry *reg;
 	unsigned seen;		/* bit per header key */
 	bool in_snapshots;
@@ -264,7 +383,7 @@ static int parse_snapshot(struct parser *p, char *rest)
 {
 	struct ovs_registry *r = p->reg;
 	struct ovs_snapshot s = { 0 };
-	char *f[6];
+	char *f[7];
 	int nf = 0;
 	uint64_t num;
 
@@ -276,7 +395,7 @@ static int parse_snapshot(struct parser *p, char *rest)
 	p->in_snapshots = true;
 	/* exactly one space between fields: the file is only ever written
 	 * by ovs_registry_format, anything else was edited by hand */
-	for (char *tok = rest; tok && nf < 6;) {
+	for (char *tok = rest; tok && nf < 7;) {
 		char *sp = strchr(tok, ' ');
 
 		if (sp)
@@ -286,8 +405,11 @@ static int parse_snapshot(struct parser *p, char *rest)
 		f[nf++] = tok;
 		tok = sp;
 	}
-	if (nf != 5)
+	if (p->version == 1 && nf != 5)
 		return bad(p, "a snapshot needs 5 fields (id name created state hold), found %d", nf);
+	if (p->version > 1 && nf != 6)
+		return bad(p, "a snapshot needs 6 fields (id name created state hold class), "
+			   "found %d", nf);
 
 	if (parse_num(p, "the snapshot id", f[0], &s.id) < 0)
 		return -EUCLEAN;
@@ -330,6 +452,9 @@ static int parse_snapshot(struct parser *p, char *rest)
 
 	if (parse_bool(p, "hold", f[4], &s.hold) < 0)
 		return -EUCLEAN;
+	/* version 1 knew no classes: manual, which no timer rule prunes */
+	if (nf > 5 && ovs_snap_class_parse(f[5], &s.cls) < 0)
+		return bad(p, "unknown snapshot class '%s'", f[5]);
 
 	if (r->nsnaps == OVS_MAX_SNAPSHOTS)
 		return bad(p, "more than %d snapshots", OVS_MAX_SNAPSHOTS);
@@ -343,6 +468,77 @@ static int parse_snapshot(struct parser *p, char *rest)
 		p->alloc = na;
 	}
 	r->snaps[r->nsnaps++] = s;
+	return 0;
+}
+
+/* snapshot-description ID TEXT, snapshot-userdata ID KEY VALUE: about
+ * the snapshot of the line before. */
+static int parse_snapshot_attr(struct parser *p, const char *key, char *rest)
+{
+	struct ovs_registry *r = p->reg;
+	struct ovs_snapshot *s;
+	char *text, *sp;
+	const char *why;
+	uint64_t id;
+
+	if (p->version < 2)
+		return bad(p, "'%s' in a version 1 registry", key);
+	if (!r->nsnaps)
+		return bad(p, "'%s' before any snapshot", key);
+	s = &r->snaps[r->nsnaps - 1];
+	sp = rest ? strchr(rest, ' ') : NULL;
+	if (!sp)
+		return bad(p, "%s needs an id and a value", key);
+	*sp = '\0';
+	text = sp + 1;
+	if (parse_num(p, key, rest, &id) < 0)
+		return -EUCLEAN;
+	if (id != s->id)
+		return bad(p, "%s of snapshot %llu after snapshot %llu", key,
+			   (unsigned long long)id, (unsigned long long)s->id);
+	if (strcmp(key, "snapshot-pre") == 0) {
+		uint64_t pre;
+
+		if (s->pre)
+			return bad(p, "a second pre of snapshot %llu", (unsigned long long)id);
+		if (parse_num(p, key, text, &pre) < 0)
+			return -EUCLEAN;
+		if (pre == 0 || pre >= id)
+			return bad(p, "the pre snapshot %llu of %llu is not older", (unsigned long long)pre,
+				   (unsigned long long)id);
+		s->pre = pre;
+		return 0;
+	}
+	if (strcmp(key, "snapshot-description") == 0) {
+		if (s->description[0])
+			return bad(p, "a second description of snapshot %llu",
+				   (unsigned long long)id);
+		if (unescape_value(text) < 0)
+			return bad(p, "bad escape in a description");
+		if (!*text || (why = text_problem(text, OVS_DESCRIPTION_MAX)))
+			return bad(p, "bad description of snapshot %llu: %s",
+				   (unsigned long long)id, *text ? why : "empty");
+		strcpy(s->description, text);
+		return 0;
+	}
+	/* snapshot-userdata */
+	sp = strchr(text, ' ');
+	if (!sp)
+		return bad(p, "%s needs an id, a key and a value", key);
+	*sp++ = '\0';
+	if (!userdata_key_valid(text, strlen(text)))
+		return bad(p, "bad user data key '%s'", text);
+	if (s->nuserdata && strcmp(s->userdata[s->nuserdata - 1].key, text) >= 0)
+		return bad(p, "user data key '%s' out of order or repeated", text);
+	if (s->nuserdata == OVS_USERDATA_NMAX)
+		return bad(p, "more than %d user data keys", OVS_USERDATA_NMAX);
+	if (unescape_value(sp) < 0)
+		return bad(p, "bad escape in user data");
+	if (!*sp || (why = text_problem(sp, OVS_USERDATA_VALUE_MAX)))
+		return bad(p, "bad user data value for %s: %s", text, *sp ? why : "empty");
+	strcpy(s->userdata[s->nuserdata].key, text);
+	strcpy(s->userdata[s->nuserdata].value, sp);
+	s->nuserdata++;
 	return 0;
 }
 
@@ -403,11 +599,12 @@ int ovs_registry_parse(const char *where, const char *text, size_t len,
 				rc = bad(&p, "not an ovsnap registry");
 				goto fail;
 			}
-			if (ver != OVS_REGISTRY_VERSION) {
-				rc = bad(&p, "unsupported registry version %llu (this ovsnap reads %d)",
-					 (unsigned long long)ver, OVS_REGISTRY_VERSION);
+			if (ver < 1 || ver > OVS_REGISTRY_VERSION) {
+				rc = bad(&p, "unsupported registry version %llu (this ovsnap reads "
+					 "1 to %d)", (unsigned long long)ver, OVS_REGISTRY_VERSION);
 				goto fail;
 			}
+			p.version = ver;
 			continue;
 		}
 		if (n == 0) {
@@ -427,6 +624,10 @@ int ovs_registry_parse(const char *where, const char *text, size_t len,
 			ended = true;
 		} else if (strcmp(key, "snapshot") == 0) {
 			rc = parse_snapshot(&p, val);
+		} else if (strcmp(key, "snapshot-description") == 0 ||
+			   strcmp(key, "snapshot-userdata") == 0 ||
+			   strcmp(key, "snapshot-pre") == 0) {
+			rc = parse_snapshot_attr(&p, key, val);
 		} else {
 			rc = parse_header(&p, key, val);
 		}
@@ -472,9 +673,29 @@ int ovs_registry_format(const struct ovs_registry *r, char **text, size_t *len)
 	for (size_t i = 0; i < r->nsnaps; i++) {
 		const struct ovs_snapshot *s = &r->snaps[i];
 
-		fprintf(f, "snapshot %llu %s %lld %s %d\n", (unsigned long long)s->id,
+		fprintf(f, "snapshot %llu %s %lld %s %d %s\n", (unsigned long long)s->id,
 			s->name[0] ? s->name : "-", (long long)s->created_ns,
-			ovs_snap_state_name(s->state), s->hold);
+			ovs_snap_state_name(s->state), s->hold, ovs_snap_class_name(s->cls));
+		if (s->pre)
+			fprintf(f, "snapshot-pre %llu %llu\n", (unsigned long long)s->id,
+				(unsigned long long)s->pre);
+		if (s->description[0]) {
+			char *d = escape_value(s->description);
+
+			if (!d)
+				goto nomem;
+			fprintf(f, "snapshot-description %llu %s\n", (unsigned long long)s->id, d);
+			free(d);
+		}
+		for (unsigned u = 0; u < s->nuserdata; u++) {
+			char *val = escape_value(s->userdata[u].value);
+
+			if (!val)
+				goto nomem;
+			fprintf(f, "snapshot-userdata %llu %s %s\n", (unsigned long long)s->id,
+				s->userdata[u].key, val);
+			free(val);
+		}
 	}
 	fprintf(f, "end\n");
 	free(src);
@@ -485,6 +706,11 @@ int ovs_registry_format(const struct ovs_registry *r, char **text, size_t *len)
 	*text = buf;
 	*len = size;
 	return 0;
+nomem:
+	free(src);
+	fclose(f);
+	free(buf);
+	return ovs_err(ENOMEM, "out of memory");
 }
 
 int ovs_registry_store(int dirfd, const char *where, const struct ovs_registry *reg)
@@ -516,7 +742,7 @@ int ovs_registry_load(struct ovs_volume *v)
 	if (v->dirfd < 0)
 		return ovs_err(ENOENT, "store %s of %s is missing", v->store, v->source);
 	snprintf(where, sizeof(where), "%s/%s", v->store, OVS_REGISTRY_FILE);
-	rc = ovs_read_file_at(v->dirfd, OVS_REGISTRY_FILE, &text, &len, 1 << 20);
+	rc = ovs_read_file_at(v->dirfd, OVS_REGISTRY_FILE, &text, &len, OVS_REGISTRY_MAX_BYTES);
 	if (rc < 0)
 		return ovs_err(rc, "cannot read %s: %s", where, strerror(-rc));
 	rc = ovs_registry_parse(where, text, len, &reg);
@@ -920,5 +1146,98 @@ int ovs_registry_set_hold(struct ovs_volume *v, uint64_t id, bool hold)
 	if (rc < 0)
 		return rc;
 	next.snaps[idx].hold = hold;
+	return commit(v, &next);
+}
+
+/* Set (or, with an empty value, remove) one user data key of s, keeping
+ * the keys sorted. */
+static int userdata_set(struct ovs_snapshot *s, const struct ovs_userdata *ud)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nuserdata; i++) {
+		int cmp = strcmp(s->userdata[i].key, ud->key);
+
+		if (cmp == 0) {
+			if (ud->value[0]) {
+				strcpy(s->userdata[i].value, ud->value);
+			} else {
+				memmove(&s->userdata[i], &s->userdata[i + 1],
+					(s->nuserdata - i - 1) * sizeof(*s->userdata));
+				s->nuserdata--;
+			}
+			return 0;
+		}
+		if (cmp > 0)
+			break;
+	}
+	if (!ud->value[0])
+		return 0;
+	if (s->nuserdata == OVS_USERDATA_NMAX)
+		return ovs_err(E2BIG, "snapshot %llu would have more than %d user data keys",
+			       (unsigned long long)s->id, OVS_USERDATA_NMAX);
+	memmove(&s->userdata[i + 1], &s->userdata[i], (s->nuserdata - i) * sizeof(*s->userdata));
+	s->userdata[i] = *ud;
+	s->nuserdata++;
+	return 0;
+}
+
+int ovs_registry_change(struct ovs_volume *v, const uint64_t *ids, size_t n,
+			const struct ovs_snap_change *c)
+{
+	struct ovs_registry next;
+	int rc;
+
+	rc = need_store(v);
+	if (rc < 0)
+		return rc;
+	if (c->description && (rc = ovs_description_check(c->description)) < 0)
+		return rc;
+	if (c->cls != -1 && (c->cls < 0 || c->cls >= OVS_CLASS_COUNT))
+		return ovs_err(EINVAL, "unknown class %d", c->cls);
+	for (size_t u = 0; u < c->nuserdata; u++) {
+		const struct ovs_userdata *ud = &c->userdata[u];
+		const char *why;
+
+		if (!userdata_key_valid(ud->key, strlen(ud->key)))
+			return ovs_err(EINVAL, "bad user data key '%s'", ud->key);
+		if ((why = text_problem(ud->value, OVS_USERDATA_VALUE_MAX)))
+			return ovs_err(EINVAL, "bad user data value for %s: %s", ud->key, why);
+	}
+	for (size_t i = 0; i < n; i++) {
+		ssize_t idx = find_index(v, ids[i]);
+
+		if (idx < 0)
+			return idx;
+	}
+	rc = ovs_registry_copy(&next, &v->reg);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		struct ovs_snapshot *s = &next.snaps[find_index(v, ids[i])];
+
+		if (c->hold != -1)
+			s->hold = c->hold;
+		if (c->cls != -1)
+			s->cls = c->cls;
+		if (c->description)
+			strcpy(s->description, c->description);
+		if (c->pre) {
+			if (c->pre >= s->id) {
+				ovs_registry_clear(&next);
+				return ovs_err(EINVAL, "the pre snapshot %llu is not older than %llu",
+					       (unsigned long long)c->pre,
+					       (unsigned long long)s->id);
+			}
+			s->pre = c->pre;
+		}
+		for (size_t u = 0; u < c->nuserdata; u++) {
+			rc = userdata_set(s, &c->userdata[u]);
+			if (rc < 0) {
+				ovs_registry_clear(&next);
+				return rc;
+			}
+		}
+	}
 	return commit(v, &next);
 }

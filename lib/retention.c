@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "libovsnap.h"
 #include "merge.h"
+#include "ovsnap-private.h"
 #include "retention.h"
 #include "views.h"
 
@@ -27,11 +29,48 @@ static const char *const rule_names[OVS_KEEP_NRULES] = {
 	[OVS_KEEP_YEARLY] = "yearly",
 };
 
+/* "20%" or "10G" (1024-based K, M, G, T; plain bytes). */
+static int parse_space(const char *v, struct ovs_keep_policy *p)
+{
+	static const char units[] = "KMGT";
+	unsigned long long n;
+	char *end;
+
+	if (*v < '0' || *v > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || n == 0)
+		return -EINVAL;
+	if (!strcmp(end, "%")) {
+		if (n > 100)
+			return -EINVAL;
+		p->space_percent = n;
+		p->space_bytes = 0;
+		return 0;
+	}
+	if (*end) {
+		const char *u = strchr(units, *end);
+
+		if (!u || end[1])
+			return -EINVAL;
+		for (int i = 0; i <= u - units; i++) {
+			if (n > UINT64_MAX / 1024)
+				return -EINVAL;
+			n *= 1024;
+		}
+	}
+	p->space_bytes = n;
+	p->space_percent = 0;
+	return 0;
+}
+
 int ovs_keep_parse(const char *spec, struct ovs_keep_policy *p)
 {
 	const char *s = spec;
 
 	memset(p, 0, sizeof(*p));
+	p->cls = OVS_CLASS_TIMELINE;
 	if (!spec || !*spec)
 		return ovs_err(EINVAL, "empty retention policy");
 	while (*s) {
@@ -48,13 +87,20 @@ int ovs_keep_parse(const char *spec, struct ovs_keep_policy *p)
 		eq = strchr(item, '=');
 		if (!eq)
 			return ovs_err(EINVAL, "retention policy '%s': '%s' is not RULE=N", spec, item);
+		if (eq - item == 5 && !strncmp(item, "space", 5)) {
+			if (parse_space(eq + 1, p) < 0)
+				return ovs_err(EINVAL, "retention policy '%s': '%s' needs a percentage "
+					       "1%%..100%% or a size (bytes, or with K, M, G, T)",
+					       spec, item);
+			goto next;
+		}
 		for (r = 0; r < OVS_KEEP_NRULES; r++)
 			if (strlen(rule_names[r]) == (size_t)(eq - item) &&
 			    !strncmp(item, rule_names[r], eq - item))
 				break;
 		if (r == OVS_KEEP_NRULES)
 			return ovs_err(EINVAL, "retention policy '%s': unknown rule '%.*s' (last, "
-				       "hourly, daily, weekly, monthly, yearly)", spec,
+				       "hourly, daily, weekly, monthly, yearly, space)", spec,
 				       (int)(eq - item), item);
 		errno = 0;
 		n = strtoul(eq + 1, &end, 10);
@@ -62,6 +108,7 @@ int ovs_keep_parse(const char *spec, struct ovs_keep_policy *p)
 			return ovs_err(EINVAL, "retention policy '%s': '%s' needs a count 0..100000",
 				       spec, item);
 		p->count[r] = n;
+next:
 		s += len;
 		if (*s == ',') {
 			s++;
@@ -130,6 +177,8 @@ int ovs_keep_plan(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 				out[i].reasons |= OVS_KEEP_BY_VIEW;
 		if (s->hold)
 			out[i].reasons |= OVS_KEEP_BY_HOLD;
+		if (s->cls != p->cls)
+			out[i].reasons |= OVS_KEEP_BY_CLASS;
 	}
 	if (count)
 		out[count - 1].reasons |= OVS_KEEP_BY_NEWEST;
@@ -138,6 +187,9 @@ int ovs_keep_plan(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 	for (i = count; i-- > 0;) {
 		const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
 
+		/* a rule counts only the snapshots of its class */
+		if (s->cls != p->cls)
+			continue;
 		for (int r = 0; r < OVS_KEEP_NRULES; r++) {
 			int64_t per;
 
@@ -152,12 +204,25 @@ int ovs_keep_plan(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 			out[i].reasons |= 1u << r;
 		}
 	}
+	/* A space rule alone keeps what fits (ovs_keep_limit_space). */
+	if (p->space_percent || p->space_bytes) {
+		bool counts = false;
+
+		for (int r = 0; r < OVS_KEEP_NRULES; r++)
+			counts |= p->count[r] != 0;
+		for (i = 0; i < count && !counts; i++)
+			if (ovs_snapshot_at(v, i)->cls == p->cls)
+				out[i].reasons |= OVS_KEEP_BY_SPACE;
+	}
 	for (i = 0; i < count; i++)
 		out[i].keep = out[i].reasons != 0;
 	*plan = out;
 	*n = count;
 	return 0;
 }
+
+static int plan_space(const struct ovs_volume *v, const struct ovs_keep_policy *p,
+		      struct ovs_keep_verdict *plan, size_t n);
 
 int ovs_keep_plan_volume(const struct ovs_volume *v, const struct ovs_keep_policy *p,
 			 struct ovs_keep_verdict **plan, size_t *n)
@@ -185,6 +250,59 @@ int ovs_keep_plan_volume(const struct ovs_volume *v, const struct ovs_keep_polic
 	rc = ovs_keep_plan(v, p, mounted, nm, kernel_from, plan, n);
 	free(mounted);
 	ovs_views_free(views, nviews);
+	if (rc == 0 && (p->space_percent || p->space_bytes)) {
+		rc = plan_space(v, p, *plan, *n);
+		if (rc < 0)
+			free(*plan);
+	}
+	return rc;
+}
+
+void ovs_keep_limit_space(const struct ovs_keep_policy *p, struct ovs_keep_verdict *plan,
+			  size_t n, const uint64_t *space, uint64_t limit)
+{
+	const unsigned fixed = OVS_KEEP_BY_NEWEST | OVS_KEEP_BY_HOLD | OVS_KEEP_BY_VIEW |
+			       OVS_KEEP_BY_CLASS;
+	uint64_t used = 0;
+
+	(void)p;
+	for (size_t i = 0; i < n; i++)
+		if (plan[i].keep)
+			used += space[i];
+	for (size_t i = 0; i < n && used > limit; i++) {
+		if (!plan[i].keep || (plan[i].reasons & fixed))
+			continue;
+		plan[i].keep = false;
+		plan[i].reasons = 0;
+		used -= space[i];
+	}
+}
+
+/* The space rule of a volume: each layer's own space, and the size of
+ * the filesystem of the store for a percentage. */
+static int plan_space(const struct ovs_volume *v, const struct ovs_keep_policy *p,
+		      struct ovs_keep_verdict *plan, size_t n)
+{
+	uint64_t *space = calloc(n ? n : 1, sizeof(*space)), limit = p->space_bytes;
+	int rc = 0;
+
+	if (!space)
+		return ovs_err(ENOMEM, "retention: out of memory");
+	if (p->space_percent) {
+		struct statvfs st;
+
+		if (fstatvfs(ovs_volume_dirfd(v), &st) < 0) {
+			rc = ovs_err(errno, "%s: statvfs: %m", ovs_volume_store(v));
+			goto out;
+		}
+		limit = (uint64_t)st.f_blocks * st.f_frsize / 100 * p->space_percent;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = ovs_snapshot_space(v, plan[i].id, &space[i]);
+	if (rc == 0)
+		ovs_keep_limit_space(p, plan, n, space, limit);
+out:
+	free(space);
 	return rc;
 }
 
@@ -197,6 +315,8 @@ void ovs_keep_reasons_format(unsigned reasons, char *buf, size_t len)
 		{ OVS_KEEP_BY_NEWEST, "newest" },
 		{ OVS_KEEP_BY_HOLD, "hold" },
 		{ OVS_KEEP_BY_VIEW, "mounted" },
+		{ OVS_KEEP_BY_CLASS, "class" },
+		{ OVS_KEEP_BY_SPACE, "space" },
 	};
 	size_t used = 0;
 

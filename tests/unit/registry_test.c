@@ -19,7 +19,7 @@
 #include "check.h"
 
 static const char canonical[] =
-	"ovsnap-registry 1\n"
+	"ovsnap-registry 2\n"
 	"source /srv/my data/\\x0a\\x5cweird\n"
 	"fstype xfs\n"
 	"fsuuid 5c0c1b2e-3a1d-4c2e-9f00-0123456789ab\n"
@@ -28,9 +28,9 @@ static const char canonical[] =
 	"active 1\n"
 	"deactivated-ns 1764669000000000000\n"
 	"activated-ns 1764669300000000000\n"
-	"snapshot 1 - 1764669600123456789 frozen 0\n"
-	"snapshot 4 nightly.2026-12-02 1764669601000000000 frozen 1\n"
-	"snapshot 6 before_upgrade 1764669602000000001 active 0\n"
+	"snapshot 1 - 1764669600123456789 frozen 0 manual\n"
+	"snapshot 4 nightly.2026-12-02 1764669601000000000 frozen 1 timeline\n"
+	"snapshot 6 before_upgrade 1764669602000000001 active 0 manual\n"
 	"end\n";
 
 static void test_round_trip(void)
@@ -78,12 +78,61 @@ static void test_round_trip(void)
 	      "registry without activated-ns: %s", ovs_last_error());
 	CHECK(ovs_registry_format(&e2, &t3, &l3) == 0 && strstr(t3, "\nactivated-ns 0\n"),
 	      "activated-ns not written");
+	/* ... and a version 1 registry (before classes) is all manual, written
+	 * back as version 2 */
+	CHECK(e2.snaps[0].cls == OVS_CLASS_MANUAL && !strncmp(t3, "ovsnap-registry 2\n", 18) &&
+	      strstr(t3, "\nsnapshot 1 - 3 active 0 manual\n"), "version 1 not upgraded:\n%s", t3);
 	free(t3);
 	ovs_registry_clear(&e2);
 	free(text);
 	free(text2);
 	ovs_registry_clear(&reg);
 	ovs_registry_clear(&again);
+}
+
+/* Descriptions and user data: escaped in the file, exact in memory, and
+ * changed only by ovs_registry_change (checked first, one rewrite). */
+static void test_attributes(void)
+{
+	static const char text[] =
+		"ovsnap-registry 2\nsource /a\nfstype xfs\nfsuuid u\nclone 0\n"
+		"next-id 3\nactive 1\ndeactivated-ns 0\nactivated-ns 0\n"
+		"snapshot 1 - 3 frozen 0 manual\n"
+		"snapshot-description 1  apt \\x5c upgrade  \n"
+		"snapshot-userdata 1 a.b c d\n"
+		"snapshot-userdata 1 z 1\n"
+		"snapshot 2 - 4 active 0 post\nsnapshot-pre 2 1\nend\n";
+	struct ovs_registry reg;
+	struct ovs_userdata ud;
+	char *out;
+	size_t len;
+
+	CHECK(ovs_registry_parse("t", text, strlen(text), &reg) == 0, "parse: %s",
+	      ovs_last_error());
+	CHECK(!strcmp(reg.snaps[0].description, " apt \\ upgrade  "), "description '%s'",
+	      reg.snaps[0].description);
+	CHECK(reg.snaps[0].nuserdata == 2 && !strcmp(reg.snaps[0].userdata[0].key, "a.b") &&
+	      !strcmp(reg.snaps[0].userdata[0].value, "c d") &&
+	      !strcmp(reg.snaps[0].userdata[1].value, "1"), "userdata parsed wrong");
+	CHECK(reg.snaps[0].cls == OVS_CLASS_MANUAL && reg.snaps[1].cls == OVS_CLASS_POST &&
+	      reg.snaps[1].pre == 1 && reg.snaps[0].pre == 0, "classes or pre parsed wrong");
+	CHECK(ovs_registry_format(&reg, &out, &len) == 0 && !strcmp(out, text),
+	      "attributes do not round-trip:\n%s", out);
+	free(out);
+	ovs_registry_clear(&reg);
+
+	CHECK(ovs_description_check("caf\xc3\xa9 \"quoted\" {json}") == 0, "UTF-8 refused");
+	CHECK(ovs_description_check("a\nb") == -EINVAL, "newline accepted");
+	CHECK(ovs_description_check("a\x7f") == -EINVAL, "DEL accepted");
+	CHECK(ovs_description_check("\xc2\x85") == -EINVAL, "C1 NEL accepted");
+	CHECK(ovs_description_check("\xc3") == -EINVAL, "truncated UTF-8 accepted");
+	CHECK(ovs_description_check("\xc0\xaf") == -EINVAL, "overlong UTF-8 accepted");
+	CHECK(ovs_userdata_parse("k=v=w", &ud) == 0 && !strcmp(ud.key, "k") &&
+	      !strcmp(ud.value, "v=w"), "k=v=w");
+	CHECK(ovs_userdata_parse("k=", &ud) == 0 && ud.value[0] == 0, "k= (removal)");
+	CHECK(ovs_userdata_parse("=v", &ud) == -EINVAL, "empty key accepted");
+	CHECK(ovs_userdata_parse("a b=v", &ud) == -EINVAL, "key with a space accepted");
+	CHECK(ovs_userdata_parse("kv", &ud) == -EINVAL, "no '=' accepted");
 }
 
 /* Replace line `lineno` (1-based) of the canonical text by `with` (NULL:
@@ -118,7 +167,7 @@ struct corruption {
 
 static const struct corruption corruptions[] = {
 	{ "wrong magic", 1, "ovsnap-registri 1\n", NULL, 1, "not an ovsnap registry" },
-	{ "future version", 1, "ovsnap-registry 2\n", NULL, 1, "unsupported registry version 2" },
+	{ "future version", 1, "ovsnap-registry 3\n", NULL, 1, "unsupported registry version 3" },
 	{ "unknown key", 3, "fstype xfs\ncolour blue\n", NULL, 4, "unknown key 'colour'" },
 	{ "duplicate key", 5, "clone 1\nclone 0\n", NULL, 6, "duplicate key 'clone'" },
 	{ "key missing before snapshots", 5, NULL, NULL, 9,
@@ -132,40 +181,61 @@ static const struct corruption corruptions[] = {
 	{ "relative source", 2, "source srv\n", NULL, 2, "source is not an absolute path" },
 	{ "bad escape", 2, "source /a\\x4\n", NULL, 2, "bad escape in the source path" },
 	{ "unescaped control byte", 2, "source /a\tb\n", NULL, 2, "bad escape" },
-	{ "duplicate id", 11, "snapshot 1 dup 1764669601000000000 frozen 1\n", NULL, 11,
+	{ "duplicate id", 11, "snapshot 1 dup 1764669601000000000 frozen 1 manual\n", NULL, 11,
 	  "duplicate snapshot id 1" },
-	{ "ids out of order", 10, "snapshot 5 - 1764669600123456789 frozen 0\n", NULL, 11,
+	{ "ids out of order", 10, "snapshot 5 - 1764669600123456789 frozen 0 manual\n", NULL, 11,
 	  "snapshot id 4 out of order (after 5)" },
-	{ "id not below next-id", 12, "snapshot 7 x 1764669602000000001 active 0\n", NULL, 12,
+	{ "id not below next-id", 12, "snapshot 7 x 1764669602000000001 active 0 manual\n", NULL, 12,
 	  "snapshot id 7 is not below next-id 7" },
-	{ "duplicate name", 12, "snapshot 6 nightly.2026-12-02 1764669602000000001 active 0\n",
+	{ "duplicate name", 12, "snapshot 6 nightly.2026-12-02 1764669602000000001 active 0 manual\n",
 	  NULL, 12, "duplicate snapshot name" },
-	{ "bad name", 12, "snapshot 6 ../x 1764669602000000001 active 0\n", NULL, 12,
+	{ "bad name", 12, "snapshot 6 ../x 1764669602000000001 active 0 manual\n", NULL, 12,
 	  "bad snapshot name '../x'" },
-	{ "too few fields", 12, "snapshot 6 x 1764669602000000001 active\n", NULL, 12,
-	  "needs 5 fields" },
-	{ "too many fields", 12, "snapshot 6 x 1764669602000000001 active 0 9\n", NULL, 12,
-	  "needs 5 fields" },
-	{ "double space", 12, "snapshot 6  x 1764669602000000001 active 0\n", NULL, 12,
+	{ "too few fields", 12, "snapshot 6 x 1764669602000000001 active 0\n", NULL, 12,
+	  "needs 6 fields" },
+	{ "too many fields", 12, "snapshot 6 x 1764669602000000001 active 0 manual 9\n", NULL, 12,
+	  "needs 6 fields" },
+	{ "double space", 12, "snapshot 6  x 1764669602000000001 active 0 manual\n", NULL, 12,
 	  "empty field" },
-	{ "bad state", 12, "snapshot 6 x 1764669602000000001 live 0\n", NULL, 12,
+	{ "bad state", 12, "snapshot 6 x 1764669602000000001 live 0 manual\n", NULL, 12,
 	  "unknown snapshot state 'live'" },
-	{ "active not newest", 11, "snapshot 4 n 1764669601000000000 active 1\n", NULL, 12,
+	{ "active not newest", 11, "snapshot 4 n 1764669601000000000 active 1 manual\n", NULL, 12,
 	  "snapshot 4 is active but not the newest" },
-	{ "newest frozen", 12, "snapshot 6 x 1764669602000000001 frozen 0\n", NULL, 13,
+	{ "newest frozen", 12, "snapshot 6 x 1764669602000000001 frozen 0 manual\n", NULL, 13,
 	  "newest snapshot 6 is not active" },
-	{ "bad hold", 12, "snapshot 6 x 1764669602000000001 active 2\n", NULL, 12,
+	{ "bad hold", 12, "snapshot 6 x 1764669602000000001 active 2 manual\n", NULL, 12,
 	  "hold must be 0 or 1" },
 	{ "header after snapshots", 12,
-	  "snapshot 6 x 1764669602000000001 active 0\nactive 0\n", NULL, 13,
+	  "snapshot 6 x 1764669602000000001 active 0 manual\nactive 0\n", NULL, 13,
 	  "'active' after the snapshots" },
 	{ "empty line", 4, "\n", NULL, 4, "empty line" },
+	{ "unknown class", 12, "snapshot 6 x 1764669602000000001 active 0 hourly\n", NULL, 12,
+	  "unknown snapshot class 'hourly'" },
+	{ "version 1 with a class", 1, "ovsnap-registry 1\n", NULL, 10, "needs 5 fields" },
+	{ "description of another snapshot", 12, "snapshot 6 x 1764669602000000001 active 0 "
+	  "manual\nsnapshot-description 4 hi\n", NULL, 13, "of snapshot 4 after snapshot 6" },
+	{ "description with a raw tab", 12, "snapshot 6 x 1764669602000000001 active 0 "
+	  "manual\nsnapshot-description 6 a\tb\n", NULL, 13, "bad escape" },
+	{ "description with an escaped newline", 12, "snapshot 6 x 1764669602000000001 active 0 "
+	  "manual\nsnapshot-description 6 a\\x0ab\n", NULL, 13, "a control character" },
+	{ "second description", 12, "snapshot 6 x 1764669602000000001 active 0 manual\n"
+	  "snapshot-description 6 a\nsnapshot-description 6 b\n", NULL, 14, "a second description" },
+	{ "userdata out of order", 12, "snapshot 6 x 1764669602000000001 active 0 manual\n"
+	  "snapshot-userdata 6 b 1\nsnapshot-userdata 6 a 2\n", NULL, 14, "out of order" },
+	{ "userdata bad key", 12, "snapshot 6 x 1764669602000000001 active 0 manual\n"
+	  "snapshot-userdata 6 -b 1\n", NULL, 13, "bad user data key '-b'" },
+	{ "userdata without value", 12, "snapshot 6 x 1764669602000000001 active 0 manual\n"
+	  "snapshot-userdata 6 b\n", NULL, 13, "needs an id, a key and a value" },
+	{ "pre not older", 12, "snapshot 6 x 1764669602000000001 active 0 post\n"
+	  "snapshot-pre 6 6\n", NULL, 13, "the pre snapshot 6 of 6 is not older" },
+	{ "attribute before snapshots", 9, "activated-ns 1\nsnapshot-description 1 x\n", NULL, 10,
+	  "before any snapshot" },
 	{ "bad activated-ns", 9, "activated-ns 3x\n", NULL, 9,
 	  "bad number '3x' for activated-ns" },
 	{ "duplicate activated-ns", 9, "activated-ns 1\nactivated-ns 2\n", NULL, 10,
 	  "duplicate key 'activated-ns'" },
 	{ "activated-ns after the snapshots", 12,
-	  "snapshot 6 x 1764669602000000001 active 0\nactivated-ns 1\n", NULL, 13,
+	  "snapshot 6 x 1764669602000000001 active 0 manual\nactivated-ns 1\n", NULL, 13,
 	  "'activated-ns' after the snapshots" },
 	{ "text after end", 0, NULL, "ovsnap-registry 1\nsource /a\nfstype xfs\nfsuuid u\n"
 	  "clone 0\nnext-id 1\nactive 0\ndeactivated-ns 0\nend\nend\n", 10,
@@ -331,6 +401,53 @@ static void test_mutations(void)
 	CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "work dir");
 
 	CHECK(ovs_registry_set_hold(&v, 2, true) == 0 && v.reg.snaps[1].hold, "hold");
+	{
+		struct ovs_snap_change c = OVS_SNAP_CHANGE_INIT;
+		struct ovs_userdata ud[OVS_USERDATA_NMAX + 1];
+		uint64_t ids[] = { 1, 3 };
+		char *before, *after;
+		size_t lb, la;
+
+		for (int i = 0; i <= OVS_USERDATA_NMAX; i++)
+			snprintf(ud[i].key, sizeof(ud[i].key), "k%d", i), strcpy(ud[i].value, "v");
+		c.hold = 1;
+		c.cls = OVS_CLASS_TIMELINE;
+		c.description = "both";
+		c.userdata = ud;
+		c.nuserdata = 2;
+		CHECK(ovs_registry_change(&v, ids, 2, &c) == 0, "change: %s", ovs_last_error());
+		CHECK(v.reg.snaps[0].hold && v.reg.snaps[2].hold && !strcmp(v.reg.snaps[2].description,
+		      "both") && v.reg.snaps[0].nuserdata == 2 && v.reg.snaps[2].cls ==
+		      OVS_CLASS_TIMELINE && v.reg.snaps[1].cls == OVS_CLASS_MANUAL,
+		      "change applied wrong");
+		ovs_registry_format(&v.reg, &before, &lb);
+		/* too many keys on one snapshot: refused, nothing written */
+		c.nuserdata = OVS_USERDATA_NMAX + 1;
+		c.description = "other";
+		CHECK(ovs_registry_change(&v, ids, 2, &c) == -E2BIG, "too many keys accepted");
+		c.nuserdata = 0;
+		c.description = "a\nb";
+		CHECK(ovs_registry_change(&v, ids, 2, &c) == -EINVAL, "newline accepted");
+		ids[1] = 99;
+		c.description = "x";
+		CHECK(ovs_registry_change(&v, ids, 2, &c) == -ENOENT, "unknown id accepted");
+		CHECK(ovs_registry_load(&v) == 0, "reload");
+		ovs_registry_format(&v.reg, &after, &la);
+		CHECK(!strcmp(before, after), "a refused change changed the registry");
+		free(before);
+		free(after);
+		/* removal: "" description, KEY= */
+		ids[1] = 3;
+		strcpy(ud[0].value, "");
+		c.userdata = ud;
+		c.nuserdata = 1;
+		c.description = "";
+		c.hold = 0;
+		CHECK(ovs_registry_change(&v, ids, 2, &c) == 0 && !v.reg.snaps[0].description[0] &&
+		      v.reg.snaps[0].nuserdata == 1 && !strcmp(v.reg.snaps[0].userdata[0].key, "k1") &&
+		      !v.reg.snaps[0].hold, "removals");
+		CHECK(ovs_registry_set_hold(&v, 2, true) == 0, "hold again");
+	}
 	CHECK(ovs_registry_set_active(&v, true) == 0 && v.reg.active && !v.reg.deactivated_ns,
 	      "activate");
 	CHECK(ovs_registry_set_active(&v, false) == 0 && !v.reg.active && v.reg.deactivated_ns > 0,
@@ -391,6 +508,7 @@ int main(void)
 {
 	test_mutations();
 	test_round_trip();
+	test_attributes();
 	test_corruptions();
 	test_atomic_update_under_sigkill();
 	if (failures) {

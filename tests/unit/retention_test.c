@@ -41,6 +41,7 @@ static void volume_at(struct ovs_volume *v, const int64_t *times, size_t n)
 		snaps[i].id = i + 1;
 		snaps[i].created_ns = times[i];
 		snaps[i].state = i + 1 == n ? OVS_SNAP_ACTIVE : OVS_SNAP_FROZEN;
+		snaps[i].cls = OVS_CLASS_TIMELINE;
 	}
 	v->reg.snaps = snaps;
 	v->reg.nsnaps = n;
@@ -150,6 +151,63 @@ int main(void)
 	expect_kept(&v, "yearly=2", "2 6");
 	expect_kept(&v, "hourly=2", "5 6");		/* 13h, then 10h: 11h, 12h had none */
 	expect_kept(&v, "daily=2", "3 6");
+
+	/* A rule judges and counts its own class only: a manual snapshot
+	 * survives it, and does not use up its count. */
+	snaps[4].cls = OVS_CLASS_MANUAL;
+	expect_kept(&v, "last=2", "4 5 6");
+	{
+		struct ovs_keep_verdict *plan;
+		struct ovs_keep_policy p;
+		char why[128];
+
+		ovs_keep_parse("last=1", &p);
+		p.cls = OVS_CLASS_MANUAL;
+		ovs_keep_plan(&v, &p, NULL, 0, 0, &plan, &n);
+		ovs_keep_reasons_format(plan[0].reasons, why, sizeof(why));
+		CHECK(!strcmp(why, "class") && plan[4].keep && !(plan[4].reasons & ~1u),
+		      "--class manual: 1 kept as '%s', 5 by last", why);
+		free(plan);
+	}
+	snaps[4].cls = OVS_CLASS_TIMELINE;
+
+	/* space: oldest first until what is kept fits, never the newest, a
+	 * held one or another class; counts first, then the space rule. */
+	{
+		uint64_t space[] = { 40, 30, 20, 10, 5, 0 };
+		struct ovs_keep_verdict *plan;
+		struct ovs_keep_policy p;
+		char ids[64];
+		size_t used;
+
+		CHECK(ovs_keep_parse("space=20%", &p) == 0 && p.space_percent == 20, "space=20%%");
+		CHECK(ovs_keep_parse("space=3G", &p) == 0 && p.space_bytes == 3ull << 30, "space=3G");
+		CHECK(ovs_keep_parse("space=0", &p) < 0 && ovs_keep_parse("space=101%", &p) < 0 &&
+		      ovs_keep_parse("space=1X", &p) < 0 && ovs_keep_parse("space=", &p) < 0,
+		      "bad space values accepted");
+		for (int round = 0; round < 3; round++) {
+			const char *spec[] = { "space=60", "space=60", "last=3,space=60" };
+			const char *want[] = { "3 4 5 6", "2 3 5 6", "4 5 6" };
+
+			snaps[1].hold = round == 1;
+			snaps[2].cls = round == 1 ? OVS_CLASS_MANUAL : OVS_CLASS_TIMELINE;
+			ovs_keep_parse(spec[round], &p);
+			ovs_keep_plan(&v, &p, NULL, 0, 0, &plan, &n);
+			ovs_keep_limit_space(&p, plan, n, space, 60);
+			used = 0;
+			ids[0] = 0;
+			for (size_t i = 0; i < n; i++)
+				if (plan[i].keep)
+					used += snprintf(ids + used, sizeof(ids) - used, "%s%llu",
+							 used ? " " : "",
+							 (unsigned long long)plan[i].id);
+			CHECK(!strcmp(ids, want[round]), "%s round %d: kept '%s', want '%s'",
+			      spec[round], round, ids, want[round]);
+			free(plan);
+		}
+		snaps[1].hold = false;
+		snaps[2].cls = OVS_CLASS_TIMELINE;
+	}
 
 	/* Held and mounted snapshots are kept whatever the policy says. */
 	snaps[0].hold = true;

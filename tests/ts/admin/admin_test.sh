@@ -25,13 +25,13 @@ test_merge_refuses_held_snapshot() {
 	assertEquals "merge --dry-run over a hold: exit" 1 "$OVS_RC"
 	assertEquals "merge --dry-run over a hold: stdout" "" "$OVS_OUT"
 	assertEquals "merge --dry-run over a hold: stderr" \
-		"ovsnap: merge $src: snapshot 2 is held and would be merged away: use --force to merge it" \
+		"ovsnap: merge $src: snapshot 2 (kept) is held and would be merged away: use --force to merge it" \
 		"$OVS_ERR"
 	ovs_run "$OVSNAP" merge "$src" 1 2
 	assertEquals "merge of a held snapshot: exit" 1 "$OVS_RC"
 	assertEquals "merge of a held snapshot: stdout" "" "$OVS_OUT"
 	assertEquals "merge of a held snapshot: stderr" \
-		"ovsnap: merge $src: snapshot 2 is held and would be merged away: use --force to merge it" \
+		"ovsnap: merge $src: snapshot 2 (kept) is held and would be merged away: use --force to merge it" \
 		"$OVS_ERR"
 	ovs_run "$OVSNAP" list --json "$src"
 	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"

@@ -4,7 +4,7 @@
 # help's Usage line agreeing with the man page's SYNOPSIS.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 
-COMMANDS="take list mount umount merge drop fsck activate deactivate diff"
+COMMANDS="take list mount umount merge drop hold release modify run fsck activate deactivate diff"
 MANDIR=$OVSNAP_SRCDIR/man
 
 test_help_lists_every_command() {

@@ -257,13 +257,13 @@ test_keep_policy_dry_run_explain() {
 		OVSNAP_TEST_NOW=$t "$MKVOL" "$SRC" --snapshots 1 || { fail "ovs-mkvol"; return; }
 	done
 	assertEquals "snapshots" "1 2 3 4 5" "$(ids)"
-	ovs_run "$OVSNAP" drop --keep daily=2 --dry-run "$SRC"
+	ovs_run "$OVSNAP" drop --keep daily=2 --class manual --dry-run "$SRC"
 	assertEquals "dry run: exit" 0 "$OVS_RC"
 	assertEquals "dry run: what it would drop" "would drop 1
 would drop 2
 would drop 3" "$OVS_OUT"
 	assertEquals "dry run: nothing dropped" "1 2 3 4 5" "$(ids)"
-	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 --explain --dry-run "$SRC"
+	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 --class manual --explain --dry-run "$SRC"
 	assertEquals "explain: exit" 0 "$OVS_RC"
 	assertEquals "explain: every snapshot, its fate and rule" \
 "1      -                    2025-12-31T22:00:00.000000000Z drop
@@ -272,7 +272,7 @@ would drop 3" "$OVS_OUT"
 4      -                    2026-01-01T09:00:00.000000000Z keep daily
 5      -                    2026-01-02T08:00:00.000000000Z keep daily,yearly,newest" "$OVS_OUT"
 	assertEquals "explain --dry-run: nothing dropped" "1 2 3 4 5" "$(ids)"
-	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 "$SRC"
+	ovs_run "$OVSNAP" drop --keep daily=2,yearly=2 --class manual "$SRC"
 	assertEquals "drop --keep: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "kept by daily=2,yearly=2" "2 4 5" "$(ids)"
 	ovs_run "$OVSNAP" drop --keep last=1 "$SRC" 4

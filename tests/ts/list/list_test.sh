@@ -71,10 +71,10 @@ test_volume_with_three_snapshots() {
 
 	ovs_run "$OVSNAP" list "$src"
 	assertEquals "list SRC exit: $(ovs_ran)" 0 "$OVS_RC"
-	want="ID NAME CREATED STATE SPACE MOUNTS
-1 first T frozen 0B
-2 T frozen 0B
-3 T active 0B"
+	want="ID NAME CREATED CLASS STATE SPACE MOUNTS DESCRIPTION USERDATA
+1 first T manual frozen 0B
+2 T manual frozen 0B
+3 T manual active 0B"
 	assertEquals "list SRC table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
 	assertEquals "list SRC stderr" "" "$OVS_ERR"
 
@@ -86,9 +86,9 @@ test_volume_with_three_snapshots() {
 	assertEquals "created times are UTC with ns" 3 \
 		"$(printf '%s\n' "$OVS_OUT" | grep -oE "\"created\": \"$ISO_UTC\"" | wc -l)"
 	want="{\"source\": \"$src\", \"store\": \"$js\", \"fstype\": \"xfs\", \"fsuuid\": \"$uuid\", \"active\": false, \"snapshots\": ["
-	want+="{\"id\": 1, \"name\": \"first\", \"created\": \"T\", \"upper\": \"$js/layers/1/upper\", \"state\": \"frozen\", \"hold\": false, \"space\": 0, \"mounts\": []}, "
-	want+="{\"id\": 2, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/2/upper\", \"state\": \"frozen\", \"hold\": false, \"space\": 0, \"mounts\": []}, "
-	want+="{\"id\": 3, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/3/upper\", \"state\": \"active\", \"hold\": false, \"space\": 0, \"mounts\": []}]}"
+	want+="{\"id\": 1, \"name\": \"first\", \"created\": \"T\", \"upper\": \"$js/layers/1/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
+	want+="{\"id\": 2, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/2/upper\", \"state\": \"frozen\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}, "
+	want+="{\"id\": 3, \"name\": null, \"created\": \"T\", \"upper\": \"$js/layers/3/upper\", \"state\": \"active\", \"hold\": false, \"class\": \"manual\", \"pre\": null, \"description\": null, \"userdata\": {}, \"space\": 0, \"mounts\": []}]}"
 	assertEquals "list --json SRC" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_utc)"
 
 	ovs_run "$OVSNAP" list

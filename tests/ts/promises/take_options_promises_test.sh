@@ -111,7 +111,7 @@ test_promise_take_hold_survives_keep() {
 	ovs_run "$OVSNAP" take --hold "$SRC"
 	assertEquals "take --hold: $(ovs_ran)" 0 "$OVS_RC"
 	for i in 2 3 4; do
-		ovs_run "$OVSNAP" take "$SRC"
+		ovs_run "$OVSNAP" take --class timeline "$SRC"
 		assertEquals "take $i: $(ovs_ran)" 0 "$OVS_RC"
 	done
 	ovs_run "$OVSNAP" drop --keep last=1 "$SRC"
@@ -138,7 +138,7 @@ test_promise_take_hold_drop_needs_force() {
 test_promise_take_keep() {
 	local i
 	for i in 1 2 3; do
-		ovs_run "$OVSNAP" take "$SRC"
+		ovs_run "$OVSNAP" take --class timeline "$SRC"
 		assertEquals "take $i: $(ovs_ran)" 0 "$OVS_RC"
 	done
 	ovs_run "$OVSNAP" take --keep last=2 "$SRC"
@@ -154,7 +154,7 @@ test_promise_take_keep() {
 test_promise_take_keep_keeps_the_new_snapshot() {
 	ovs_run "$OVSNAP" take --hold "$SRC"
 	assertEquals "take --hold: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run "$OVSNAP" take "$SRC"
+	ovs_run "$OVSNAP" take --class timeline "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
 	# A policy that keeps nothing still keeps the new snapshot.
 	ovs_run "$OVSNAP" take --keep last=0 "$SRC"
@@ -186,9 +186,9 @@ print(o["id"], o["name"])' 2>&1)
 
 test_promise_take_quiet() {
 	local view=$OVS_TMP/view1
-	ovs_run "$OVSNAP" take "$SRC"
+	ovs_run "$OVSNAP" take --class timeline "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run "$OVSNAP" take "$SRC"
+	ovs_run "$OVSNAP" take --class timeline "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
 	mkdir -p "$view"
 	ovs_run "$OVSNAP" mount "$SRC" 1 "$view"

@@ -7,11 +7,11 @@ ovs_require_root
 test_take_keep_and_hold() {
 	ovs_mkfs xfs || return 1
 	SRC=$OVS_MNT/src; mkdir "$SRC"
-	ovs_run "$OVSNAP" take --hold --name precious "$SRC"
+	ovs_run "$OVSNAP" take --hold --class timeline --name precious "$SRC"
 	assertEquals "held take: $(ovs_ran)" 0 "$OVS_RC"
 	for i in 2 3 4; do
 		echo $i >"$SRC/f"
-		ovs_run "$OVSNAP" take "$SRC"
+		ovs_run "$OVSNAP" take --class timeline "$SRC"
 		assertEquals "take $i: $(ovs_ran)" 0 "$OVS_RC"
 	done
 	ovs_run "$OVSNAP" take --keep last=2 "$SRC"

@@ -284,7 +284,7 @@ test_fake_view_made_by_a_user_does_not_block_drop() {
 	assertContains "list: the real view is one" "$OVS_OUT" "$VIEW"
 
 	# retention: only the real view keeps what the policy would drop
-	ovs_run "$OVSNAP" drop --keep last=1 --dry-run "$SRC"
+	ovs_run "$OVSNAP" drop --keep last=1 --class manual --dry-run "$SRC"
 	assertEquals "drop --keep last=1 --dry-run: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "retention would drop the snapshot the fake names" "would drop 1" "$OVS_OUT"
 	assertContains "retention keeps the one a real view shows" "$OVS_ERR" \
