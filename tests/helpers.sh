@@ -311,9 +311,9 @@ ovs__our_daemons() {
 	local p comm args
 
 	for p in /proc/[0-9]*; do
-		read -r comm <"$p/comm" 2>/dev/null || continue
+		read -r comm 2>/dev/null <"$p/comm" || continue
 		[ "$comm" = ovsnapd ] || continue
-		mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
+		mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
 		[[ "${args[*]}" == *"$OVS_TMP"* ]] && echo "${p#/proc/}"
 	done
 }
