@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
+#include <wctype.h>
 
 #include "cmd.h"
 #include "ovsnap-private.h"
@@ -30,8 +32,7 @@ static struct libscols_table *new_table(const char *const *cols, const int *flag
 
 	if (!tb)
 		return NULL;
-	/* Store folders are named with systemd-escape's \xNN: show the real
-	 * path, not libsmartcols' \x5c for each backslash. */
+	/* set_cell escapes what the locale cannot show */
 	scols_table_enable_noencoding(tb, 1);
 	for (int i = 0; cols[i]; i++)
 		if (!scols_table_new_column(tb, cols[i], 0, flags[i])) {
@@ -41,9 +42,52 @@ static struct libscols_table *new_table(const char *const *cols, const int *flag
 	return tb;
 }
 
+/*
+ * Every cell goes through here.  The table is printed without
+ * libsmartcols' encoding (store folders are named with systemd-escape's
+ * \xNN: show the real path, not \x5c for each backslash), and without it
+ * libsmartcols' width computation never returns on a byte the locale
+ * cannot show (any non-ASCII byte in the C locale, invalid UTF-8 in a
+ * UTF-8 one).  So what the locale can show goes as it is, every other
+ * byte and every control character as \xNN: a path or a description the
+ * admin cannot type in this locale still lists.
+ */
 static int set_cell(struct libscols_line *ln, int col, const char *text)
 {
-	return scols_line_set_data(ln, col, text) == 0 ? 0 : -ENOMEM;
+	size_t len = strlen(text), n;
+	char *buf = NULL, *out;
+	mbstate_t st;
+	wchar_t wc;
+	int rc;
+
+	out = buf = malloc(len * 4 + 1);
+	if (!buf)
+		return -ENOMEM;
+	memset(&st, 0, sizeof(st));
+	for (size_t i = 0; i < len; i += n) {
+		unsigned char c = (unsigned char)text[i];
+
+		n = 1;
+		if (c >= 0x20 && c < 0x7f) {
+			*out++ = (char)c;
+			continue;
+		}
+		if (c >= 0x80 && MB_CUR_MAX > 1) {
+			n = mbrtowc(&wc, text + i, len - i, &st);
+			if (n != (size_t)-1 && n != (size_t)-2 && n > 0 && iswprint((wint_t)wc)) {
+				memcpy(out, text + i, n);
+				out += n;
+				continue;
+			}
+			memset(&st, 0, sizeof(st));
+			n = 1;
+		}
+		out += sprintf(out, "\\x%02x", c);
+	}
+	*out = '\0';
+	rc = scols_line_set_data(ln, col, buf) == 0 ? 0 : -ENOMEM;
+	free(buf);
+	return rc;
 }
 
 /* ---- all volumes ------------------------------------------------------------ */
@@ -209,36 +253,11 @@ static int set_mounts_cell(struct libscols_line *ln, int col, uint64_t id,
 	return rc;
 }
 
-/*
- * Text users wrote (descriptions, user data: UTF-8 without control
- * characters) for a table cell: as it is where the locale can show it,
- * else with every non-ASCII byte as \xNN.  The table is printed without
- * libsmartcols' encoding (for the store paths), whose width computation
- * never returns on such bytes in a single-byte locale.
- */
-static void put_user_text(FILE *f, const char *text)
-{
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-		if (*p >= 0x80 && MB_CUR_MAX == 1)
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
-}
-
+/* Text users wrote (descriptions, user data: UTF-8 without control
+ * characters): set_cell shows what the locale cannot as \xNN. */
 static int set_user_text_cell(struct libscols_line *ln, int col, const char *text)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	int rc;
-
-	if (!f)
-		return -ENOMEM;
-	put_user_text(f, text);
-	fclose(f);
-	rc = set_cell(ln, col, buf ? buf : "");
-	free(buf);
-	return rc;
+	return set_cell(ln, col, text ? text : "");
 }
 
 /* "key=value, key2=value2" (list --json is the exact form). */
@@ -253,7 +272,7 @@ static int set_userdata_cell(struct libscols_line *ln, int col, const struct ovs
 		return -ENOMEM;
 	for (unsigned u = 0; u < s->nuserdata; u++) {
 		fprintf(f, "%s%s=", u ? ", " : "", s->userdata[u].key);
-		put_user_text(f, s->userdata[u].value);
+		fputs(s->userdata[u].value, f);
 	}
 	fclose(f);
 	rc = set_cell(ln, col, text ? text : "");

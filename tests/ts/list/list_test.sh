@@ -109,6 +109,30 @@ $src $ts no 3"
 	assertEquals "two SRCs: usage error" 2 "$OVS_RC"
 }
 
+# A source path with bytes the locale cannot show (here: UTF-8 é, and a
+# lone Latin-1 byte) lists in the C and in a UTF-8 locale: libsmartcols
+# without its encoding never returned on such bytes.
+test_non_ascii_source_lists_in_every_locale() {
+	local src out
+
+	ovs_mkfs xfs || return
+	src=$(printf '%s/caf\303\251-\351' "$OVS_MNT")
+	mkdir "$src" || return
+	ovs_run "$MKVOL" "$src" --snapshots 1 --name "first"
+	assertEquals "ovs-mkvol: $(ovs_ran)" 0 "$OVS_RC" || return
+	out=$(LC_ALL=C timeout 20 "$OVSNAP" list 2>&1)
+	assertEquals "list in the C locale: $out" 0 $?
+	assertContains "C locale: every non-ASCII byte as \\xNN" "$out" \
+		"$OVS_MNT/caf\xc3\xa9-\xe9"
+	out=$(LC_ALL=C.UTF-8 timeout 20 "$OVSNAP" list "$src" 2>&1)
+	assertEquals "list SRC in a UTF-8 locale: $out" 0 $?
+	assertContains "UTF-8 locale: the snapshot is listed" "$out" "first"
+	out=$(LC_ALL=C.UTF-8 timeout 20 "$OVSNAP" list 2>&1)
+	assertEquals "list in a UTF-8 locale: $out" 0 $?
+	assertContains "UTF-8 locale: é as it is, the lone byte as \\xe9" "$out" \
+		"$(printf '%s/caf\303\251-' "$OVS_MNT")\\xe9"
+}
+
 test_hand_edited_registry_is_refused_with_its_line() {
 	local src store before
 
