@@ -46,6 +46,10 @@ cleanup_list() {
 	fi
 }
 
+# A run killed between adding the deb-src entry and removing it (SIGKILL
+# runs no trap) left it behind: remove it whatever this run does next.
+cleanup_list
+
 unpacked() { find "$srcdir" -maxdepth 2 -name meson.build -path '*/fuse3-*/meson.build' 2>/dev/null | head -1; }
 
 if [ -z "$(unpacked)" ]; then

@@ -108,7 +108,7 @@ OVS_TMP=$(mktemp -d "${OVS_TMPDIR:-/var/tmp}/ovsnap-test.XXXXXX") || {
 chmod 0755 "$OVS_TMP"
 OVSNAP_STATE_DIR=$OVS_TMP/state
 OVSNAP_RUN_DIR=$OVS_TMP/run
-mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
+mkdir -p -m 0755 "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
 export OVS_TMP OVSNAP_STATE_DIR OVSNAP_RUN_DIR
 # Until ovs_mkfs succeeds, $OVS_MNT names a regular file: "$OVS_MNT/src"
 # of a test whose ovs_mkfs failed unseen can never be created or reach a
@@ -374,7 +374,7 @@ ovs_teardown() {
 	ovs__detach_loops
 	rm -rf "${OVS_TMP:?}"/fs* "$OVS_TMP/.mounts" "$OVSNAP_STATE_DIR" \
 		"$OVSNAP_RUN_DIR" "$OVS_TMP"/view* 2>/dev/null
-	mkdir -p "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
+	mkdir -p -m 0755 "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
 	OVS_MNT=$OVS__NO_FS OVS_DEV= OVS_IMG=
 	: >"$OVS__NO_FS"
 	return 0

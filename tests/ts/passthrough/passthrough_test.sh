@@ -166,6 +166,11 @@ test_view_frozen_layer_passthrough() {
 	layer=$(echo "$OVS_MNT"/.ovsnap/*/layers/"$SNAP"/upper/vl)
 	assertEquals "the layer copy keeps the access time" 981173106 "$(stat -c %X "$layer")"
 	view "$SNAP" || return
+	if grep -q "passthrough of frozen-layer files: off (the kernel did not grant" \
+		"$OVSNAP_RUN_DIR"/view-*.log 2>/dev/null; then
+		ovs_skip_test "the kernel ($(uname -r)) grants no FUSE passthrough (issue 12)"
+		return
+	fi
 	assertContains "the view daemon uses passthrough" \
 		"$(cat "$OVSNAP_RUN_DIR"/view-*.log 2>/dev/null)" "passthrough of frozen-layer files: on"
 	py vl "$V/vl" "$V/vs" "$SRC/vs" <<'PY'
