@@ -46,6 +46,9 @@ struct vnode {
 #define NODE_BUCKETS 65536
 static struct vnode *node_table[NODE_BUCKETS];
 static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
+/* npt, ncached and backing_id of every node; taken alone or inside
+ * node_lock, never the other way round */
+static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vnode root_node = { .path = "" };
 
 static uint64_t path_hash(const char *p)
@@ -97,7 +100,13 @@ static struct vnode *node_get(const char *path)
 	return n;
 }
 
-static void node_forget(fuse_ino_t ino, uint64_t nlookup)
+/*
+ * req (a FORGET, or NULL where none is at hand) closes a backing file
+ * still registered to a node that goes: one whose last open reply was not
+ * taken (vfile_mode_end without a request).  Left open, it would keep the
+ * layer file, and the space merge or drop frees, until the view goes.
+ */
+static void node_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct vnode *n = node_of(ino), **pp;
 
@@ -111,6 +120,14 @@ static void node_forget(fuse_ino_t ino, uint64_t nlookup)
 				*pp = n->hnext;
 				break;
 			}
+#ifdef HAVE_FUSE_PASSTHROUGH
+		pthread_mutex_lock(&pt_lock);
+		if (n->backing_id > 0 && n->npt == 0 && req)
+			fuse_passthrough_close(req, n->backing_id);
+		pthread_mutex_unlock(&pt_lock);
+#else
+		(void)req;
+#endif
 		free(n->path);
 		free(n);
 	}
@@ -229,19 +246,19 @@ static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.attr_timeout = vw->timeout;
 	e.entry_timeout = vw->timeout;
 	if (fuse_reply_entry(req, &e) != 0)
-		node_forget(e.ino, 1);
+		node_forget(NULL, e.ino, 1);
 }
 
 static void vop_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	node_forget(ino, nlookup);
+	node_forget(req, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void vop_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
 	for (size_t i = 0; i < count; i++)
-		node_forget(f[i].ino, f[i].nlookup);
+		node_forget(req, f[i].ino, f[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -427,14 +444,16 @@ static int backing_open(fuse_req_t req, int fd)
 	bfd = open_by_handle_at(pt_mntfd, &fh.h, O_RDONLY | O_CLOEXEC);
 	if (bfd < 0)
 		return 0;
+	errno = 0;
 	id = fuse_passthrough_open(req, bfd);
-	if (id <= 0 && errno == EPERM)
-		id = -EPERM;
+	/* Anything but a passing shortage is for good (libfuse has logged
+	 * it): do not ask again for every open. */
+	if (id <= 0)
+		id = errno == ENOMEM || errno == ENFILE || errno == EMFILE ? 0 : -EPERM;
 	close(bfd);
 	return id;
 }
 #endif
-static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 		       struct fuse_file_info *fi)
@@ -448,11 +467,12 @@ static void vfile_mode(fuse_req_t req, struct vnode *n, struct vfile *f,
 		if (id > 0) {
 			n->backing_id = id;
 		} else if (id == -EPERM) {
-			/* no CAP_SYS_ADMIN: libfuse said so once; the files
-			 * already handed over keep their backing files */
+			/* no CAP_SYS_ADMIN, or another lasting refusal:
+			 * libfuse said which once; the files already handed
+			 * over keep their backing files */
 			pt_refused = true;
 			fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: "
-				"off (the kernel refuses backing files without CAP_SYS_ADMIN)\n");
+				"off (the kernel refused a backing file: CAP_SYS_ADMIN is needed)\n");
 		}
 	}
 	/* While the node has passthrough opens, every open must be one. */
@@ -849,7 +869,7 @@ static void vop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 		len = fuse_add_direntry_plus(req, p, left, name, &e, i + 1);
 		if (len > left) {
 			if (n)
-				node_forget(node_id(n), 1);
+				node_forget(NULL, node_id(n), 1);
 			break;
 		}
 		if (n)
@@ -859,7 +879,7 @@ static void vop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 	}
 	if (fuse_reply_buf(req, buf, size - left) != 0)
 		for (size_t k = 0; k < ngot; k++)
-			node_forget(got[k], 1);
+			node_forget(NULL, got[k], 1);
 	free(buf);
 	free(got);
 }
@@ -1108,6 +1128,11 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 		/* the layer files are on a local filesystem, not stacked */
 		conn->max_backing_stack_depth = 1;
 		view_passthrough = true;
+	}
+	/* the clone of the store's mount serves backing files only */
+	if (!view_passthrough && pt_mntfd >= 0) {
+		close(pt_mntfd);
+		pt_mntfd = -1;
 	}
 #endif
 	fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: %s\n",
