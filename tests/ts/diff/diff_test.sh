@@ -278,7 +278,11 @@ check_bad_input() {
 	assertContains "busy: message" "$OVS_ERR" "is busy"
 	"$OVSNAP" diff --wait "$SRC" 4 >"$OVS_TMP/wait.out" 2>"$OVS_TMP/wait.err" &
 	waiter=$!
-	assertTrue "diff --wait is still waiting while the lock is held" "kill -0 $waiter"
+	# asleep in flock(2) on the volume lock, and nothing printed yet
+	ovs_wait_until 30 "grep -q flock /proc/$waiter/stack 2>/dev/null"
+	assertTrue "diff --wait waits in flock while the lock is held: $(cat /proc/$waiter/stack 2>&1)" \
+		"grep -q flock /proc/$waiter/stack"
+	assertEquals "diff --wait printed nothing while waiting" "" "$(cat "$OVS_TMP/wait.out")"
 	rm "$OVS_TMP/hold"
 	wait "$holder"
 	wait "$waiter"
