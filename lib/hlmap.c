@@ -4,6 +4,11 @@
  * than one link are recorded once at setup and kept current through link,
  * unlink and rename.  The key is the file handle: it carries the inode's
  * generation, so a reused inode number never inherits stale names.
+ *
+ * Callers name objects by their chain of names (struct ovs_relpath); the
+ * map records each name '/'-joined in a heap string of any length, only
+ * to compare and hand back: whoever reaches a name splits it and walks it
+ * one component at a time (DESIGN.md rule 18).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -75,35 +80,20 @@ static int get_key(int dirfd, const char *name, struct hl_key *k)
 	return 0;
 }
 
-#define SRC_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
-		     RESOLVE_NO_XDEV)
-
-/* Resolve path beneath SRC (no symlinks, no mounts) to parent fd + base. */
-static int open_parent(int srcfd, const char *path, const char **base)
+static int key_of_path(int srcfd, const struct ovs_relpath *path, struct hl_key *k,
+		       struct stat *st)
 {
-	const char *slash = strrchr(path, '/');
-	char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
-	int fd;
+	int dfd, rc = 0;
 
-	if (!parent)
-		return -ENOMEM;
-	*base = slash ? slash + 1 : path;
-	fd = ovs_open_beneath(srcfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, SRC_RESOLVE);
-	free(parent);
-	return fd;
-}
-
-static int key_of_path(int srcfd, const char *path, struct hl_key *k, struct stat *st)
-{
-	const char *base;
-	int dfd = open_parent(srcfd, path, &base), rc = 0;
-
+	if (!path->n)
+		return -EISDIR;
+	dfd = ovs_src_walk(srcfd, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (dfd < 0)
 		return dfd;
-	if (st && fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (st && fstatat(dfd, ovs_relpath_base(path), st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc == 0)
-		rc = get_key(dfd, base, k);
+		rc = get_key(dfd, ovs_relpath_base(path), k);
 	close(dfd);
 	return rc;
 }
@@ -363,30 +353,38 @@ int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
 
 /* ---- keeping it current ------------------------------------------------------ */
 
-int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const char *existing, const char *newpath)
+#define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
+
+int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
+		   const struct ovs_relpath *newpath)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX], *ex = NULL, *np = NULL;
 	struct hl_key k;
 	struct hl_entry *e;
 	int rc = key_of_path(srcfd, newpath, &k, NULL);
 
 	if (rc < 0)
-		return ovs_err(-rc, "file handle of %s: %s", newpath, strerror(-rc));
-	pthread_mutex_lock(&m->lock);
-	e = lookup_or_add(m, &k);
-	rc = !e || add_name(e, existing) < 0 || add_name(e, newpath) < 0 ? -ENOMEM : 0;
-	pthread_mutex_unlock(&m->lock);
+		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(newpath, what),
+			       strerror(-rc));
+	ex = ovs_relpath_join(existing);
+	np = ovs_relpath_join(newpath);
+	rc = ex && np ? 0 : -ENOMEM;
+	if (rc == 0) {
+		pthread_mutex_lock(&m->lock);
+		e = lookup_or_add(m, &k);
+		rc = !e || add_name(e, ex) < 0 || add_name(e, np) < 0 ? -ENOMEM : 0;
+		pthread_mutex_unlock(&m->lock);
+	}
+	free(ex);
+	free(np);
 	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
 }
 
 /* The name is gone, so its handle cannot be asked: find it by name. */
-int ovs_hlmap_unlink(struct ovs_hlmap *m, int srcfd, const char *path,
-		     const struct stat *st_before)
+static void unlink_name(struct ovs_hlmap *m, const char *path, const struct stat *st_before)
 {
 	size_t b, i;
 
-	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
-		return 0;
-	pthread_mutex_lock(&m->lock);
 	for (b = 0; b < m->nbuckets; b++) {
 		struct hl_entry *e, *next;
 
@@ -400,12 +398,26 @@ int ovs_hlmap_unlink(struct ovs_hlmap *m, int srcfd, const char *path,
 				if (e->n == 0 || (e->n == 1 && st_before &&
 						  st_before->st_nlink <= 2))
 					drop_entry(m, e);
-				goto out;
+				return;
 			}
 		}
 	}
-out:
+}
+
+int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
+		     const struct stat *st_before)
+{
+	char *p;
+
+	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
+		return 0;
+	p = ovs_relpath_join(path);
+	if (!p)
+		return ovs_err(ENOMEM, "hard link map: out of memory");
+	pthread_mutex_lock(&m->lock);
+	unlink_name(m, p, st_before);
 	pthread_mutex_unlock(&m->lock);
+	free(p);
 	return 0;
 }
 
@@ -414,12 +426,11 @@ static bool under(const char *name, const char *dir, size_t dlen)
 	return !strncmp(name, dir, dlen) && (name[dlen] == '\0' || name[dlen] == '/');
 }
 
-int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
+/* Caller holds m->lock. */
+static int rename_locked(struct ovs_hlmap *m, const char *from, const char *to)
 {
 	size_t flen = strlen(from), tlen = strlen(to), b, i;
-	int rc = 0;
 
-	pthread_mutex_lock(&m->lock);
 	/* Renaming one name of an inode over another name of it changes
 	 * nothing (POSIX). */
 	for (b = 0; b < m->nbuckets; b++) {
@@ -427,7 +438,7 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
 
 		for (e = m->buckets[b]; e; e = e->next)
 			if (has_name(e, from) && has_name(e, to))
-				goto out;
+				return 0;
 	}
 	/* The replaced target (a file, or an empty directory) loses its name. */
 	for (b = 0; b < m->nbuckets; b++) {
@@ -454,10 +465,8 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
 				if (!under(e->names[i], from, flen))
 					continue;
 				n = malloc(tlen + strlen(e->names[i] + flen) + 1);
-				if (!n) {
-					rc = ovs_err(ENOMEM, "hard link map: out of memory");
-					goto out;
-				}
+				if (!n)
+					return ovs_err(ENOMEM, "hard link map: out of memory");
 				strcpy(n, to);
 				strcat(n, e->names[i] + flen);
 				free(e->names[i]);
@@ -465,24 +474,66 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
 			}
 		}
 	}
-out:
-	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
+		     const struct ovs_relpath *to)
+{
+	char *f = ovs_relpath_join(from), *t = ovs_relpath_join(to);
+	int rc;
+
+	if (!f || !t) {
+		rc = ovs_err(ENOMEM, "hard link map: out of memory");
+	} else {
+		pthread_mutex_lock(&m->lock);
+		rc = rename_locked(m, f, t);
+		pthread_mutex_unlock(&m->lock);
+	}
+	free(f);
+	free(t);
 	return rc;
 }
 
-int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
+int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
+		       const struct ovs_relpath *b)
+{
+	char *x = ovs_relpath_join(a), *y = ovs_relpath_join(b);
+	int rc;
+
+	if (!x || !y) {
+		rc = ovs_err(ENOMEM, "hard link map: out of memory");
+	} else {
+		/* "/" starts no recorded name: a free name to swap through. */
+		pthread_mutex_lock(&m->lock);
+		rc = rename_locked(m, x, "/");
+		if (rc == 0)
+			rc = rename_locked(m, y, x);
+		if (rc == 0)
+			rc = rename_locked(m, "/", y);
+		pthread_mutex_unlock(&m->lock);
+	}
+	free(x);
+	free(y);
+	return rc;
+}
+
+int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *rp,
 		    char ***names, size_t *n)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX], **out = NULL, *path;
 	struct hl_entry *e = NULL;
 	struct hl_key k;
 	struct stat st;
-	char **out;
 	size_t i, cnt = 1;
 	int rc;
 
-	rc = key_of_path(srcfd, path, &k, &st);
+	rc = key_of_path(srcfd, rp, &k, &st);
 	if (rc < 0)
-		return ovs_err(-rc, "file handle of %s: %s", path, strerror(-rc));
+		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(rp, what), strerror(-rc));
+	path = ovs_relpath_join(rp);
+	if (!path)
+		return ovs_err(ENOMEM, "hard link map: out of memory");
 	pthread_mutex_lock(&m->lock);
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
 		e = lookup(m, &k);
@@ -492,12 +543,11 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
 	if (!out)
 		goto nomem;
 	/* path first, then the others */
-	out[0] = strdup(path);
-	if (!out[0])
-		goto nomem;
+	out[0] = path;
+	path = NULL;
 	cnt = 1;
 	for (i = 0; e && i < e->n; i++) {
-		if (!strcmp(e->names[i], path))
+		if (!strcmp(e->names[i], out[0]))
 			continue;
 		out[cnt] = strdup(e->names[i]);
 		if (!out[cnt])
@@ -510,6 +560,7 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
 	return 0;
 nomem:
 	pthread_mutex_unlock(&m->lock);
+	free(path);
 	ovs_hlmap_names_free(out, cnt);
 	return ovs_err(ENOMEM, "hard link map: out of memory");
 }
