@@ -359,27 +359,24 @@ void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *old
 }
 
 /*
- * The node of the directory that holds path's last component, walking
- * from the root and adding nodes the kernel has not looked up (nlookup 0:
+ * The node of the directory that holds path's last name, walking down
+ * from the root one name at a time and adding nodes the kernel has not looked up (nlookup 0:
  * they live as long as a child refers to them).  A name must hang from
  * its real parent directory so that later renames of any ancestor keep
  * it right.  Caller holds nodes_lock.
  */
-static struct dnode *dir_node_of_locked(const char *path, const char **base)
+static struct dnode *dir_node_of_locked(const struct ovs_relpath *path)
 {
 	struct dnode *dir = D.root, *n;
-	char comp[NAME_MAX + 1];
-	const char *p = path, *slash;
+	size_t i;
 
-	while ((slash = strchr(p, '/'))) {
-		size_t len = slash - p;
+	if (!path->n)
+		return NULL;
+	for (i = 0; i + 1 < path->n; i++) {
+		const char *comp = path->names[i];
 		struct stat st;
 		int fd;
 
-		if (len == 0 || len > NAME_MAX)
-			goto fail;
-		memcpy(comp, p, len);
-		comp[len] = 0;
 		fd = openat(dir->fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
 			goto fail;
@@ -412,9 +409,7 @@ static struct dnode *dir_node_of_locked(const char *path, const char **base)
 				hash_grow();
 		}
 		dir = n;
-		p = slash + 1;
 	}
-	*base = p;
 	return dir;
 fail:
 	node_maybe_free(dir);
@@ -422,21 +417,20 @@ fail:
 }
 
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
-			 const char *other)
+			 const struct ovs_relpath *other)
 {
 	struct dnode *n, *dir = NULL;
-	const char *base = NULL;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
 	if (n && n->parent == parent && n->name && strcmp(n->name, name) == 0) {
 		/* Another name of a hard-linked file, if there is one. */
 		if (other)
-			dir = dir_node_of_locked(other, &base);
+			dir = dir_node_of_locked(other);
 		if (dir) {
 			/* Hold dir while set_name_locked drops the old parent. */
 			dir->children++;
-			set_name_locked(n, dir, base);
+			set_name_locked(n, dir, other->names[other->n - 1]);
 			dir->children--;
 		} else {
 			set_name_locked(n, NULL, NULL);

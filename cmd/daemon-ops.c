@@ -323,23 +323,26 @@ static int dir_is_empty(int dirfd, const char *name)
 	return empty;
 }
 
-/* Another name under SRC of the hard-linked object at path (for the node
- * when path goes away), as the link map records it ('/'-joined, walked
- * one name at a time by node_update_removed), malloc'ed, or NULL. */
-static char *other_name(const struct ovs_relpath *path, const struct stat *st)
-{
-	char **names, *found = NULL;
+/* The names under SRC of the hard-linked object at path, for its node
+ * when path goes away: other_of() is another one, or NULL. */
+struct other_names {
+	struct ovs_relpath *names;	/* names[0] is path itself */
 	size_t n;
+};
 
-	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap)
-		return NULL;
-	if (ovs_hlmap_names(D.hlmap, D.srcfd, path, &names, &n) < 0)
-		return NULL;
-	/* names[0] is path itself */
-	if (n > 1)
-		found = strdup(names[1]);
-	ovs_hlmap_names_free(names, n);
-	return found;
+static void other_names_get(const struct ovs_relpath *path, const struct stat *st,
+			    struct other_names *o)
+{
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap ||
+	    ovs_hlmap_names(D.hlmap, D.srcfd, path, &o->names, &o->n) < 0) {
+		o->names = NULL;
+		o->n = 0;
+	}
+}
+
+static const struct ovs_relpath *other_of(const struct other_names *o)
+{
+	return o->n > 1 ? &o->names[1] : NULL;
 }
 
 /* ---- entries ------------------------------------------------------------- */
@@ -712,7 +715,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
 	struct ovs_relpath path = { .srcdirfd = -1 };
-	char *other = NULL;
+	struct other_names other = { 0 };
 	struct stat st;
 	int rc, err = 0;
 
@@ -724,7 +727,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 				err = preserve_path(ovs_preserve_object, &path, "unlink");
 		} while (preserve_again(&err));
 	if (!err) {
-		other = other_name(&path, &st);
+		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(parent->fd, name, 0) < 0)
 			rc = -errno;
@@ -734,10 +737,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	if (!err) {
 		if (D.hlmap && st.st_nlink > 1)
 			ovs_hlmap_unlink(D.hlmap, &path, &st);
-		node_update_removed(st.st_dev, st.st_ino, parent, name, other);
+		node_update_removed(st.st_dev, st.st_ino, parent, name, other_of(&other));
 	}
 	ns_change_end();
-	free(other);
+	ovs_hlmap_names_free(other.names, other.n);
 	node_relpath_free(&path);
 	fuse_reply_err(req, err);
 }
@@ -849,7 +852,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		.name = name, .newname = newname, .flags = flags,
 		.from = { .srcdirfd = -1 }, .to = { .srcdirfd = -1 },
 	};
-	char *other = NULL;
+	struct other_names other = { 0 };
 	int rc, err = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -874,7 +877,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 
 	if (!err) {
 		if (a.target_exists && !(flags & RENAME_EXCHANGE))
-			other = other_name(&a.to, &a.st_to);
+			other_names_get(&a.to, &a.st_to, &other);
 		rc = identity_become(req, false);
 		if (rc == 0 && renameat2(a.parent->fd, name, a.newparent->fd, newname, flags) < 0)
 			rc = -errno;
@@ -894,12 +897,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 			ovs_hlmap_rename(D.hlmap, &a.from, &a.to);
 		}
 		if (a.target_exists)
-			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname, other);
+			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname,
+					    other_of(&other));
 		node_update_moved(a.st_from.st_dev, a.st_from.st_ino, a.parent, name,
 				  a.newparent, newname);
 	}
 	ns_change_end();
-	free(other);
+	ovs_hlmap_names_free(other.names, other.n);
 	node_relpath_free(&a.from);
 	node_relpath_free(&a.to);
 	fuse_reply_err(req, err);

@@ -136,10 +136,10 @@ const char *node_describe(struct dnode *n, char *buf, size_t len);
  * may have added one meanwhile. */
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
-/* other: another name (path from the root) of a hard-linked file, or NULL
- * when the object left the tree. */
+/* other: another name of a hard-linked file, or NULL when the object
+ * left the tree. */
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
-			 const char *other);
+			 const struct ovs_relpath *other);
 void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
 			   const struct stat *b, struct dnode *pb, const char *nb);
 void node_open_count(struct dnode *n, bool writable, int delta);

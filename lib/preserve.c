@@ -261,42 +261,6 @@ static int src_stat(struct ovs_layer *l, const struct ovs_relpath *path, struct 
 	return rc;
 }
 
-/* The other names of a linked set, from the map's records. */
-struct other_names {
-	char **recs;		/* the map's records; recs[0] is the object's own */
-	size_t n;
-	struct ovs_relpath *rp;	/* rp[i] split from recs[i], i > 0 */
-	void **mem;
-};
-
-static void other_names_free(struct other_names *o)
-{
-	for (size_t i = 0; o->mem && i < o->n; i++)
-		free(o->mem[i]);
-	free(o->mem);
-	free(o->rp);
-	ovs_hlmap_names_free(o->recs, o->n);
-}
-
-static int other_names_get(struct ovs_layer *l, struct ovs_hlmap *m,
-			   const struct ovs_relpath *path, struct other_names *o)
-{
-	int rc = ovs_hlmap_names(m, l->srcfd, path, &o->recs, &o->n);
-
-	if (rc < 0)
-		return rc;
-	o->rp = calloc(o->n, sizeof(*o->rp));
-	o->mem = calloc(o->n, sizeof(*o->mem));
-	if (!o->rp || !o->mem)
-		return ovs_err(ENOMEM, "hard link map: out of memory");
-	for (size_t i = 1; i < o->n; i++) {
-		rc = ovs_relpath_split(o->recs[i], &o->rp[i], &o->mem[i]);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 /*
  * Rule 6: every name of a multiply-linked inode shows the old content, as
  * one inode in the upper.  The copy is linked to the other names first and
@@ -307,12 +271,13 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m,
 {
 	char tmp[OVS_TMP_NAME_MAX];
 	const struct ovs_relpath *existing = NULL;
-	struct other_names o = { 0 };
+	struct other_names { struct ovs_relpath *rp; size_t n; } o = { 0 };
 	struct stat cst;
 	size_t i;
 	int rc, sdir, edir = -1;
 
-	rc = other_names_get(l, m, path, &o);
+	/* o.rp[0] is path itself */
+	rc = ovs_hlmap_names(m, l->srcfd, path, &o.rp, &o.n);
 	if (rc < 0)
 		goto out;
 	/* A name already preserved as this inode (before a crash) is the
@@ -376,7 +341,7 @@ fail:
 out:
 	if (edir >= 0)
 		close(edir);
-	other_names_free(&o);
+	ovs_hlmap_names_free(o.rp, o.n);
 	return rc;
 }
 

@@ -45,12 +45,12 @@ struct ovs_relpath {
 };
 
 /* Split a '/'-separated string (tests, the views' and fsck's path strings,
- * the link map's names) into a chain: *mem holds the names and the vector,
+ * the walker's path) into a chain: *mem holds the names and the vector,
  * freed with free().  "" is the root.  -EINVAL for an empty, "." or ".."
  * component. */
 int ovs_relpath_split(const char *path, struct ovs_relpath *rp, void **mem);
-/* The names joined by '/' (malloc'ed, NULL without memory): only for the
- * link map's records, never to open anything. */
+/* The names joined by '/' (malloc'ed, NULL without memory): for tests and
+ * messages, never to open anything. */
 char *ovs_relpath_join(const struct ovs_relpath *rp);
 /* A human-readable form for messages, bounded by len (the last names are
  * kept, "..." stands for the rest): never used to open anything. */
@@ -105,12 +105,11 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
 /* RENAME_EXCHANGE of a and b. */
 int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 		       const struct ovs_relpath *b);
-/* The names of the object at path (itself first); n == 1 if not linked.
- * The map records them '/'-joined (an unbounded heap string each): split
- * them with ovs_relpath_split to reach them. */
+/* The names of the object at path (a copy of path first); n == 1 if not
+ * linked.  Each chain is the caller's (srcdirfd -1 but for the first). */
 int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
-		    char ***names, size_t *n);
-void ovs_hlmap_names_free(char **names, size_t n);
+		    struct ovs_relpath **names, size_t *n);
+void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n);
 
 /* ---- the rules ------------------------------------------------------------ */
 

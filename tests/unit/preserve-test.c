@@ -226,20 +226,28 @@ static const struct ovs_relpath *rel(const char *path)
 
 static int expect_names(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
 {
-	char **names;
+	struct ovs_relpath *names;
 	size_t n;
 	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n);
+	char *first;
 
 	if (rc < 0)
 		return fail(path, rc);
-	if (n != want || strcmp(names[0], path)) {
+	first = ovs_relpath_join(&names[0]);
+	if (n != want || !first || strcmp(first, path)) {
 		fprintf(stderr, "preserve-test: %s: %zu names, want %zu:", path, n, want);
-		for (size_t i = 0; i < n; i++)
-			fprintf(stderr, " %s", names[i]);
+		for (size_t i = 0; i < n; i++) {
+			char *s = ovs_relpath_join(&names[i]);
+
+			fprintf(stderr, " %s", s ? s : "?");
+			free(s);
+		}
 		fprintf(stderr, "\n");
+		free(first);
 		ovs_hlmap_names_free(names, n);
 		return 1;
 	}
+	free(first);
 	ovs_hlmap_names_free(names, n);
 	return 0;
 }
@@ -290,6 +298,29 @@ static int hlmap_selftest(const char *src)
 	if (renameat(srcfd, "single2", srcfd, "a") < 0 || ovs_hlmap_rename(m, rel("single2"), rel("a")) < 0)
 		return fail("rename over", -errno);
 	if (expect_names(m, srcfd, "a", 2) || expect_names(m, srcfd, "D/b", 1))
+		return 1;
+	/* A link two levels down, then its directory moves up a level:
+	 * every name below it follows. */
+	if (mkdirat(srcfd, "D/x", 0755) < 0 || linkat(srcfd, "a", srcfd, "D/x/l", 0) < 0 ||
+	    ovs_hlmap_link(m, srcfd, rel("a"), rel("D/x/l")) < 0)
+		return fail("link below", -errno);
+	if (expect_names(m, srcfd, "D/x/l", 3))
+		return 1;
+	if (renameat(srcfd, "D/x", srcfd, "y") < 0 || ovs_hlmap_rename(m, rel("D/x"), rel("y")) < 0)
+		return fail("rename up", -errno);
+	if (expect_names(m, srcfd, "y/l", 3) || expect_names(m, srcfd, "single", 3))
+		return 1;
+	/* Two directories exchanged: each one's names follow it. */
+	if (renameat2(srcfd, "y", srcfd, "D", RENAME_EXCHANGE) < 0 ||
+	    ovs_hlmap_exchange(m, rel("y"), rel("D")) < 0)
+		return fail("exchange", -errno);
+	if (expect_names(m, srcfd, "D/l", 3) || expect_names(m, srcfd, "y/b", 1))
+		return 1;
+	/* A linked file moves to another directory. */
+	if (renameat(srcfd, "D/l", srcfd, "y/l2") < 0 ||
+	    ovs_hlmap_rename(m, rel("D/l"), rel("y/l2")) < 0)
+		return fail("rename file", -errno);
+	if (expect_names(m, srcfd, "y/l2", 3) || expect_names(m, srcfd, "a", 3))
 		return 1;
 	ovs_hlmap_free(m);
 	close(srcfd);
