@@ -24,19 +24,20 @@ struct ovs_layer {
 	unsigned long seq;	/* temp names in work */
 };
 
-
 /* Open the first depth names of path beneath SRC's root srcfd, one
  * component at a time, following no symlink and crossing no mount (a
  * racing rename can never lead the daemon outside SRC): the last one with
- * flags, those above it O_PATH.  depth 0 opens srcfd itself.  fd or
- * -errno, no message. */
+ * flags, those above it O_PATH.  depth 0 opens srcfd itself; with
+ * path->srcdirfd, a depth of n - 1 or n starts from it instead of srcfd.
+ * fd or -errno, no message. */
 int ovs_src_walk(int srcfd, const struct ovs_relpath *path, size_t depth, int flags);
 int ovs_src_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
 		 int flags);
 /* SRC's directory that holds path's last name (O_PATH; path->srcdirfd
  * when the caller gave it), with a message on failure. */
 int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *path);
-/* The same beneath the upper's root. */
+/* The first depth names of path beneath the upper's root, as
+ * ovs_src_open does beneath SRC's. */
 int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
 		   int flags);
 /* The last name of path (n > 0). */
