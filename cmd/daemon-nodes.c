@@ -4,9 +4,13 @@
  * Like libfuse's passthrough_hp, a node is one real object keyed by
  * (st_dev, st_ino) and holds an O_PATH fd of it; the node's address is its
  * FUSE inode number.  Unlike it, a node also remembers one current name
- * (parent node + name) because the preservation engine works on paths
- * relative to SRC.  Only the daemon changes the live tree, so keeping the
- * names current through lookup, create, rename, link and unlink is enough.
+ * (parent node + name), because the preservation engine names an object by
+ * its chain of names from SRC's root (struct ovs_relpath): node_relpath()
+ * lends the engine pointers to the names along the parent links, never a
+ * path joined in one buffer (DESIGN.md rule 18), and the parent node's fd
+ * so that the engine reaches the object's directory without walking.
+ * Only the daemon changes the live tree, so keeping the names current
+ * through lookup, create, rename, link and unlink is enough.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -268,58 +272,70 @@ struct dnode *node_find(dev_t dev, ino_t ino)
 	return n;
 }
 
-int node_path(struct dnode *n, char **out)
+/* Caller holds nodes_lock. */
+static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath *rp)
 {
+	const char **v;
 	struct dnode *p;
-	size_t len = 0, pos;
-	char *buf;
-	int rc = 0;
+	size_t depth = 0, i;
 
-	*out = NULL;
+	rp->names = NULL;
+	rp->n = 0;
+	rp->srcdirfd = -1;
+	for (p = n; p != D.root; p = p->parent) {
+		if (!p->name || !p->parent)
+			return -ENOENT;
+		depth++;
+	}
+	/* Pointers to the nodes' own names, filled from the end: no name
+	 * is copied, none is joined to another. */
+	i = depth + (name != NULL);
+	v = malloc((i ? i : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	rp->n = i;
+	if (name)
+		v[--i] = name;
+	for (p = n; p != D.root; p = p->parent)
+		v[--i] = p->name;
+	rp->names = v;
+	if (name)
+		rp->srcdirfd = n->fd;
+	else if (n != D.root)
+		rp->srcdirfd = n->parent->fd;
+	return 0;
+}
+
+int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp)
+{
+	int rc;
+
 	pthread_mutex_lock(&D.nodes_lock);
-	for (p = n; p != D.root; p = p->parent) {
-		if (!p->name || !p->parent) {
-			rc = -ENOENT;
-			goto out;
-		}
-		len += strlen(p->name) + 1;
-	}
-	/* Built from the end: names and a slash between each two. */
-	pos = len ? len - 1 : 0;
-	buf = malloc(pos + 1);
-	if (!buf) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	buf[pos] = '\0';
-	for (p = n; p != D.root; p = p->parent) {
-		size_t l = strlen(p->name);
-
-		pos -= l;
-		memcpy(buf + pos, p->name, l);
-		if (pos)
-			buf[--pos] = '/';
-	}
-	*out = buf;
-out:
+	rc = relpath_locked(n, name, rp);
 	pthread_mutex_unlock(&D.nodes_lock);
 	return rc;
 }
 
-int node_child_path(struct dnode *parent, const char *name, char **out)
+const char *node_describe(struct dnode *n, char *buf, size_t len)
 {
-	char *dir, *path;
-	int rc = node_path(parent, &dir);
+	struct ovs_relpath rp;
+	const char *s = "(no name)";
 
-	*out = NULL;
-	if (rc < 0)
-		return rc;
-	rc = asprintf(&path, "%s%s%s", dir, *dir ? "/" : "", name);
-	free(dir);
-	if (rc < 0)
-		return -ENOMEM;
-	*out = path;
-	return 0;
+	pthread_mutex_lock(&D.nodes_lock);
+	if (relpath_locked(n, NULL, &rp) == 0) {
+		s = ovs_relpath_describe(&rp, buf, len);
+		node_relpath_free(&rp);
+	}
+	pthread_mutex_unlock(&D.nodes_lock);
+	return s;
+}
+
+void node_relpath_free(struct ovs_relpath *rp)
+{
+	free((void *)rp->names);
+	rp->names = NULL;
+	rp->n = 0;
+	rp->srcdirfd = -1;
 }
 
 /* Every change of a name bumps ns_seq (under nodes_lock), so that a lookup
@@ -343,27 +359,24 @@ void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *old
 }
 
 /*
- * The node of the directory that holds path's last component, walking
- * from the root and adding nodes the kernel has not looked up (nlookup 0:
+ * The node of the directory that holds path's last name, walking down
+ * from the root one name at a time and adding nodes the kernel has not looked up (nlookup 0:
  * they live as long as a child refers to them).  A name must hang from
  * its real parent directory so that later renames of any ancestor keep
  * it right.  Caller holds nodes_lock.
  */
-static struct dnode *dir_node_of_locked(const char *path, const char **base)
+static struct dnode *dir_node_of_locked(const struct ovs_relpath *path)
 {
 	struct dnode *dir = D.root, *n;
-	char comp[NAME_MAX + 1];
-	const char *p = path, *slash;
+	size_t i;
 
-	while ((slash = strchr(p, '/'))) {
-		size_t len = slash - p;
+	if (!path->n)
+		return NULL;
+	for (i = 0; i + 1 < path->n; i++) {
+		const char *comp = path->names[i];
 		struct stat st;
 		int fd;
 
-		if (len == 0 || len > NAME_MAX)
-			goto fail;
-		memcpy(comp, p, len);
-		comp[len] = 0;
 		fd = openat(dir->fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
 			goto fail;
@@ -396,9 +409,7 @@ static struct dnode *dir_node_of_locked(const char *path, const char **base)
 				hash_grow();
 		}
 		dir = n;
-		p = slash + 1;
 	}
-	*base = p;
 	return dir;
 fail:
 	node_maybe_free(dir);
@@ -406,21 +417,20 @@ fail:
 }
 
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
-			 const char *other)
+			 const struct ovs_relpath *other)
 {
 	struct dnode *n, *dir = NULL;
-	const char *base = NULL;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
 	if (n && n->parent == parent && n->name && strcmp(n->name, name) == 0) {
 		/* Another name of a hard-linked file, if there is one. */
 		if (other)
-			dir = dir_node_of_locked(other, &base);
+			dir = dir_node_of_locked(other);
 		if (dir) {
 			/* Hold dir while set_name_locked drops the old parent. */
 			dir->children++;
-			set_name_locked(n, dir, base);
+			set_name_locked(n, dir, other->names[other->n - 1]);
 			dir->children--;
 		} else {
 			set_name_locked(n, NULL, NULL);

@@ -143,9 +143,14 @@ static bool preserve_again(int *err)
 	return true;
 }
 
-static int preserve_failed(int rc, const char *what, const char *path)
+/* A path for a message only: bounded, never opened (rule 18). */
+#define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
+
+static int preserve_failed(int rc, const char *what, const struct ovs_relpath *path)
 {
-	dlog(LOG_ERR, "cannot preserve %s before %s: %s", *path ? path : "/", what,
+	char where[OVS_RELPATH_DESCRIBE_MAX];
+
+	dlog(LOG_ERR, "cannot preserve %s before %s: %s", DESCRIBE(path, where), what,
 	     ovs_last_error());
 	return rc < 0 ? -rc : EIO;
 }
@@ -153,40 +158,40 @@ static int preserve_failed(int rc, const char *what, const char *path)
 /* Rule 1 for the object of node n, in the preserve phase. */
 static int preserve_node(struct dnode *n, const char *what)
 {
-	char *path;
+	struct ovs_relpath path;
 	int rc;
 
 	if (!pres_layer || n->covered_epoch == pres_epoch)
 		return 0;
-	rc = node_path(n, &path);
+	rc = node_relpath(n, NULL, &path);
 	if (rc == -ENOENT)
 		return 0;	/* no name left: not part of the tree any more */
 	if (rc < 0)
 		return -rc;
 	/* Preserving another object under this name would be silent
-	 * damage to the snapshot: make sure the name is still ours. */
-	if (*path) {
+	 * damage to the snapshot: make sure the name is still ours, in the
+	 * parent node's directory. */
+	if (path.n) {
 		struct stat st;
-		int fd = ovs_open_beneath(D.srcfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC,
-					  RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
 
-		if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != n->dev ||
-		    st.st_ino != n->ino) {
+		if (fstatat(path.srcdirfd, path.names[path.n - 1], &st,
+			    AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_dev != n->dev || st.st_ino != n->ino) {
+			char where[OVS_RELPATH_DESCRIBE_MAX];
+
 			dlog(LOG_ERR, "cannot preserve before %s: the name %s of inode %llu "
-			     "is out of date", what, path, (unsigned long long)n->ino);
-			if (fd >= 0)
-				close(fd);
-			free(path);
+			     "is out of date", what, DESCRIBE(&path, where),
+			     (unsigned long long)n->ino);
+			node_relpath_free(&path);
 			return EIO;
 		}
-		close(fd);
 	}
-	rc = ovs_preserve_object(pres_layer, D.hlmap, path);
+	rc = ovs_preserve_object(pres_layer, D.hlmap, &path);
 	if (rc < 0)
-		rc = preserve_failed(rc, what, path);
+		rc = preserve_failed(rc, what, &path);
 	else
 		__atomic_store_n(&n->covered_epoch, pres_epoch, __ATOMIC_RELEASE);
-	free(path);
+	node_relpath_free(&path);
 	return rc;
 }
 
@@ -262,8 +267,9 @@ static void ns_change_end(void)
 	pthread_mutex_unlock(&D.change_lock);
 }
 
-static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *, const char *),
-			 const char *path, const char *what)
+static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *,
+				   const struct ovs_relpath *),
+			 const struct ovs_relpath *path, const char *what)
 {
 	int rc;
 
@@ -275,7 +281,7 @@ static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *, const
 	return 0;
 }
 
-static int preserve_rmdir_path(const char *path, const char *what)
+static int preserve_rmdir_path(const struct ovs_relpath *path, const char *what)
 {
 	int rc;
 
@@ -317,22 +323,26 @@ static int dir_is_empty(int dirfd, const char *name)
 	return empty;
 }
 
-/* Another name under SRC of the hard-linked object at path (for the node
- * when path goes away), malloc'ed, or NULL. */
-static char *other_name(const char *path, const struct stat *st)
-{
-	char **names, *found = NULL;
+/* The names under SRC of the hard-linked object at path, for its node
+ * when path goes away: other_of() is another one, or NULL. */
+struct other_names {
+	struct ovs_relpath *names;	/* names[0] is path itself */
 	size_t n;
+};
 
-	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap)
-		return NULL;
-	if (ovs_hlmap_names(D.hlmap, D.srcfd, path, &names, &n) < 0)
-		return NULL;
-	for (size_t i = 0; i < n && !found; i++)
-		if (strcmp(names[i], path) != 0)
-			found = strdup(names[i]);
-	ovs_hlmap_names_free(names, n);
-	return found;
+static void other_names_get(const struct ovs_relpath *path, const struct stat *st,
+			    struct other_names *o)
+{
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap ||
+	    ovs_hlmap_names(D.hlmap, D.srcfd, path, &o->names, &o->n) < 0) {
+		o->names = NULL;
+		o->n = 0;
+	}
+}
+
+static const struct ovs_relpath *other_of(const struct other_names *o)
+{
+	return o->n > 1 ? &o->names[1] : NULL;
 }
 
 /* ---- entries ------------------------------------------------------------- */
@@ -433,8 +443,8 @@ static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_p
  * made.  path: the entry's path in SRC when it is a new hard link, to keep
  * the map of linked inodes current.
  */
-static void undo_entry(struct dnode *parent, const char *name, bool dir, const char *path,
-		       const char *what)
+static void undo_entry(struct dnode *parent, const char *name, bool dir,
+		       const struct ovs_relpath *path, const char *what)
 {
 	struct stat st;
 
@@ -444,7 +454,7 @@ static void undo_entry(struct dnode *parent, const char *name, bool dir, const c
 		return;
 	}
 	if (path && D.hlmap)
-		ovs_hlmap_unlink(D.hlmap, D.srcfd, path, &st);
+		ovs_hlmap_unlink(D.hlmap, path, &st);
 }
 
 /* ---- operations ------------------------------------------------------------ */
@@ -622,18 +632,18 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* Rule 2 before a new name: ns_change_begin() and the preserve phase;
  * ns_change_end() in every case. */
-static int create_begin(struct dnode *parent, const char *name, char **path)
+static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path)
 {
 	int rc, err = ns_change_begin();
 
 	if (!err)
 		do {
-			free(*path);
-			rc = node_child_path(parent, name, path);
+			node_relpath_free(path);
+			rc = node_relpath(parent, name, path);
 			if (rc < 0)
 				err = -rc;
 			if (!err)
-				err = preserve_path(ovs_preserve_name, *path, "create");
+				err = preserve_path(ovs_preserve_name, path, "create");
 		} while (preserve_again(&err));
 	return err;
 }
@@ -646,7 +656,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 {
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
-	char *path = NULL;
+	struct ovs_relpath path = { .srcdirfd = -1 };
 	int rc, err = 0;
 
 	/* Rule 14: a 0/0 character device reads as a whiteout. */
@@ -676,7 +686,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 			undo_entry(parent, name, kind == MAKE_DIR, NULL, "create");
 	}
 	ns_change_end();
-	free(path);
+	node_relpath_free(&path);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -701,13 +711,13 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 /* The path and state of parent/name before an unlink (dir false) or an
  * rmdir (dir true): 0, or the errno the removal fails with. */
-static int entry_to_remove(struct dnode *parent, const char *name, bool dir, char **path,
-			   struct stat *st)
+static int entry_to_remove(struct dnode *parent, const char *name, bool dir,
+			   struct ovs_relpath *path, struct stat *st)
 {
 	int rc;
 
-	free(*path);
-	rc = node_child_path(parent, name, path);
+	node_relpath_free(path);
+	rc = node_relpath(parent, name, path);
 
 	if (rc < 0)
 		return -rc;
@@ -723,7 +733,8 @@ static int entry_to_remove(struct dnode *parent, const char *name, bool dir, cha
 static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
-	char *path = NULL, *other = NULL;
+	struct ovs_relpath path = { .srcdirfd = -1 };
+	struct other_names other = { 0 };
 	struct stat st;
 	int rc, err = 0;
 
@@ -732,10 +743,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 		do {
 			err = entry_to_remove(parent, name, false, &path, &st);
 			if (!err)
-				err = preserve_path(ovs_preserve_object, path, "unlink");
+				err = preserve_path(ovs_preserve_object, &path, "unlink");
 		} while (preserve_again(&err));
 	if (!err) {
-		other = other_name(path, &st);
+		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(parent->fd, name, 0) < 0)
 			rc = -errno;
@@ -744,19 +755,19 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	}
 	if (!err) {
 		if (D.hlmap && st.st_nlink > 1)
-			ovs_hlmap_unlink(D.hlmap, D.srcfd, path, &st);
-		node_update_removed(st.st_dev, st.st_ino, parent, name, other);
+			ovs_hlmap_unlink(D.hlmap, &path, &st);
+		node_update_removed(st.st_dev, st.st_ino, parent, name, other_of(&other));
 	}
 	ns_change_end();
-	free(other);
-	free(path);
+	ovs_hlmap_names_free(other.names, other.n);
+	node_relpath_free(&path);
 	fuse_reply_err(req, err);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
-	char *path = NULL;
+	struct ovs_relpath path = { .srcdirfd = -1 };
 	struct stat st;
 	int rc, err = 0;
 
@@ -771,7 +782,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 				err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
 			}
 			if (!err)
-				err = preserve_rmdir_path(path, "rmdir");
+				err = preserve_rmdir_path(&path, "rmdir");
 		} while (preserve_again(&err));
 	if (!err) {
 		rc = identity_become(req, false);
@@ -783,12 +794,12 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	if (!err)
 		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL);
 	ns_change_end();
-	free(path);
+	node_relpath_free(&path);
 	fuse_reply_err(req, err);
 }
 
 /* Preserve one side of a rename as an object that is about to move. */
-static int preserve_moving(const char *path, const struct stat *st)
+static int preserve_moving(const struct ovs_relpath *path, const struct stat *st)
 {
 	if (S_ISDIR(st->st_mode))
 		return preserve_path(ovs_preserve_subtree, path, "rename");
@@ -802,7 +813,7 @@ struct rename_args {
 	struct dnode *parent, *newparent;
 	const char *name, *newname;
 	unsigned int flags;
-	char *from, *to;	/* paths from SRC of any length, freed by the caller */
+	struct ovs_relpath from, to;	/* freed by the caller */
 	struct stat st_from, st_to;
 	bool target_exists;
 };
@@ -813,12 +824,11 @@ static int rename_prepare(struct rename_args *a)
 	int rc, err = 0;
 
 	a->target_exists = false;
-	free(a->from);
-	free(a->to);
-	a->to = NULL;
-	rc = node_child_path(a->parent, a->name, &a->from);
+	node_relpath_free(&a->from);
+	node_relpath_free(&a->to);
+	rc = node_relpath(a->parent, a->name, &a->from);
 	if (rc == 0)
-		rc = node_child_path(a->newparent, a->newname, &a->to);
+		rc = node_relpath(a->newparent, a->newname, &a->to);
 	if (rc < 0)
 		return -rc;
 	if (fstatat(a->parent->fd, a->name, &a->st_from, AT_SYMLINK_NOFOLLOW) < 0)
@@ -838,18 +848,18 @@ static int rename_prepare(struct rename_args *a)
 	/* Preserving more than a failing rename needed is harmless: an
 	 * uncovered path still shows its snapshot state.  Only the opaque
 	 * mark of rule 3 must not land on a non-empty directory. */
-	err = preserve_moving(a->from, &a->st_from);
+	err = preserve_moving(&a->from, &a->st_from);
 	if (!err && (a->flags & RENAME_EXCHANGE))
-		err = preserve_moving(a->to, &a->st_to);
+		err = preserve_moving(&a->to, &a->st_to);
 	else if (!err && a->target_exists && S_ISDIR(a->st_to.st_mode)) {
 		rc = dir_is_empty(a->newparent->fd, a->newname);
 		if (rc < 0)
 			err = -rc;
 		else if (rc == 1)
-			err = preserve_rmdir_path(a->to, "rename over a directory");
+			err = preserve_rmdir_path(&a->to, "rename over a directory");
 		/* not empty: the rename fails */
 	} else if (!err)
-		err = preserve_path(ovs_preserve_name, a->to, "rename");
+		err = preserve_path(ovs_preserve_name, &a->to, "rename");
 	return err;
 }
 
@@ -859,8 +869,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	struct rename_args a = {
 		.parent = node_of(parent_ino), .newparent = node_of(newparent_ino),
 		.name = name, .newname = newname, .flags = flags,
+		.from = { .srcdirfd = -1 }, .to = { .srcdirfd = -1 },
 	};
-	char *other = NULL;
+	struct other_names other = { 0 };
 	int rc, err = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -877,43 +888,43 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		} while (preserve_again(&err));
 	if (err == RENAME_NOTHING) {
 		ns_change_end();
-		free(a.from);
-		free(a.to);
+		node_relpath_free(&a.from);
+		node_relpath_free(&a.to);
 		fuse_reply_err(req, 0);
 		return;
 	}
 
 	if (!err) {
 		if (a.target_exists && !(flags & RENAME_EXCHANGE))
-			other = other_name(a.to, &a.st_to);
+			other_names_get(&a.to, &a.st_to, &other);
 		rc = identity_become(req, false);
 		if (rc == 0 && renameat2(a.parent->fd, name, a.newparent->fd, newname, flags) < 0)
 			rc = -errno;
 		identity_restore();
 		err = -rc;
 	}
+	/* The link map first: a.from and a.to lend the nodes' names, which
+	 * the node updates may change. */
 	if (!err && (flags & RENAME_EXCHANGE)) {
-		if (D.hlmap) {
-			ovs_hlmap_rename(D.hlmap, a.from, "/exchange");
-			ovs_hlmap_rename(D.hlmap, a.to, a.from);
-			ovs_hlmap_rename(D.hlmap, "/exchange", a.to);
-		}
+		if (D.hlmap)
+			ovs_hlmap_exchange(D.hlmap, &a.from, &a.to);
 		node_update_exchanged(&a.st_from, a.parent, name, &a.st_to, a.newparent, newname);
 	} else if (!err) {
-		if (a.target_exists) {
-			if (D.hlmap && !S_ISDIR(a.st_to.st_mode) && a.st_to.st_nlink > 1)
-				ovs_hlmap_unlink(D.hlmap, D.srcfd, a.to, &a.st_to);
-			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname, other);
+		if (D.hlmap) {
+			if (a.target_exists && !S_ISDIR(a.st_to.st_mode) && a.st_to.st_nlink > 1)
+				ovs_hlmap_unlink(D.hlmap, &a.to, &a.st_to);
+			ovs_hlmap_rename(D.hlmap, &a.from, &a.to);
 		}
-		if (D.hlmap)
-			ovs_hlmap_rename(D.hlmap, a.from, a.to);
+		if (a.target_exists)
+			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname,
+					    other_of(&other));
 		node_update_moved(a.st_from.st_dev, a.st_from.st_ino, a.parent, name,
 				  a.newparent, newname);
 	}
 	ns_change_end();
-	free(other);
-	free(a.from);
-	free(a.to);
+	ovs_hlmap_names_free(other.names, other.n);
+	node_relpath_free(&a.from);
+	node_relpath_free(&a.to);
 	fuse_reply_err(req, err);
 }
 
@@ -927,7 +938,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
  */
 static void eperm_evidence(struct dnode *n, const char *what, const char *name, bool xattr)
 {
-	char *path = NULL;
+	char where[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 
 	if (stat_node(n, &st) < 0)
@@ -936,38 +947,36 @@ static void eperm_evidence(struct dnode *n, const char *what, const char *name, 
 			    S_ISDIR(st.st_mode)
 		  : !S_ISDIR(st.st_mode))
 		return;
-	node_path(n, &path);
 	dlog(LOG_ERR, "%s %s on %s: EPERM; node %p is inode %llu type %#o, its fd "
 	     "holds inode %llu mode %#o nlink %llu", what, name,
-	     !path ? "(no name)" : *path ? path : "/", (void *)n,
+	     node_describe(n, where, sizeof(where)), (void *)n,
 	     (unsigned long long)n->ino, (unsigned)n->type, (unsigned long long)st.st_ino,
 	     (unsigned)st.st_mode, (unsigned long long)st.st_nlink);
-	free(path);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 		    const char *newname)
 {
 	struct dnode *n = node_of(ino), *newparent = node_of(newparent_ino);
-	char *from = NULL, *to = NULL, proc[64];
+	struct ovs_relpath from = { .srcdirfd = -1 }, to = { .srcdirfd = -1 };
+	char proc[64];
 	struct fuse_entry_param e;
 	int rc, err = 0;
 
 	err = ns_change_begin();
 	if (!err)
 		do {
-			free(from);
-			free(to);
-			to = NULL;
-			rc = node_path(n, &from);
+			node_relpath_free(&from);
+			node_relpath_free(&to);
+			rc = node_relpath(n, NULL, &from);
 			if (rc == 0)
-				rc = node_child_path(newparent, newname, &to);
+				rc = node_relpath(newparent, newname, &to);
 			if (rc < 0)
 				err = -rc;
 			if (!err)
 				err = preserve_node(n, "link");
 			if (!err)
-				err = preserve_path(ovs_preserve_name, to, "link");
+				err = preserve_path(ovs_preserve_name, &to, "link");
 		} while (preserve_again(&err));
 	if (!err) {
 		PROC_FD_PATH(proc, n->fd);
@@ -981,14 +990,14 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	}
 	if (!err) {
 		if (D.hlmap)
-			ovs_hlmap_link(D.hlmap, D.srcfd, from, to);
+			ovs_hlmap_link(D.hlmap, D.srcfd, &from, &to);
 		err = new_entry(newparent, newname, &e);
 		if (err)
-			undo_entry(newparent, newname, false, to, "link");
+			undo_entry(newparent, newname, false, &to, "link");
 	}
 	ns_change_end();
-	free(from);
-	free(to);
+	node_relpath_free(&from);
+	node_relpath_free(&to);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -1098,7 +1107,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
 	struct dhandle *h = NULL;
-	char *path = NULL;
+	struct ovs_relpath path = { .srcdirfd = -1 };
 	int fd = -1, rc, err = 0;
 
 	err = create_begin(parent, name, &path);
@@ -1119,7 +1128,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 			undo_entry(parent, name, false, NULL, "create");
 	}
 	ns_change_end();
-	free(path);
+	node_relpath_free(&path);
 	if (!err) {
 		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags));
 		if (!h) {

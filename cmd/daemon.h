@@ -27,7 +27,7 @@
  * One real object the kernel knows (keyed by st_dev/st_ino, like
  * libfuse's passthrough_hp).  The O_PATH fd keeps the inode alive, so its
  * number cannot be reused while the node exists.  parent/name is one
- * current name of the object (the engine wants paths relative to SRC); a
+ * current name of the object (the engine wants its chain of names); a
  * node whose last known name was removed has name NULL and needs no
  * preservation any more: it is no longer part of the tree.
  */
@@ -121,21 +121,25 @@ uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
 /* The node of an object already known, by identity, or NULL. */
 struct dnode *node_find(dev_t dev, ino_t ino);
-/* Path relative to SRC ("" for the root), of any length, into *out (the
- * caller frees it); -ENOENT when the object has no known name any more,
- * -ENOMEM.  Caller holds change_lock so names are stable. */
-int node_path(struct dnode *n, char **out);
-/* Path of parent/name, the same way. */
-int node_child_path(struct dnode *parent, const char *name, char **out);
+/* The chain of names of n (name NULL) or of the entry name of directory
+ * n, from SRC's root (n == 0 for the root), with srcdirfd the fd of the
+ * directory that holds the last name.  The names are the nodes' own (and
+ * name): valid while the caller holds change_lock, which every change of
+ * a node's name holds too.  -ENOENT when the object has no known name any
+ * more, -ENOMEM.  Free with node_relpath_free(). */
+int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp);
+void node_relpath_free(struct ovs_relpath *rp);
+/* n's chain of names for a message, bounded by len (any caller). */
+const char *node_describe(struct dnode *n, char *buf, size_t len);
 /* Name bookkeeping after a change to SRC succeeded (caller holds
  * change_lock).  Nodes are found by identity: a lookup racing the change
  * may have added one meanwhile. */
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
-/* other: another name (path from the root) of a hard-linked file, or NULL
- * when the object left the tree. */
+/* other: another name of a hard-linked file, or NULL when the object
+ * left the tree. */
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
-			 const char *other);
+			 const struct ovs_relpath *other);
 void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
 			   const struct stat *b, struct dnode *pb, const char *nb);
 void node_open_count(struct dnode *n, bool writable, int delta);

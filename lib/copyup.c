@@ -45,47 +45,73 @@ static int src_open_at(int dirfd, const char *path, int flags)
 	return ovs_open_beneath(dirfd, path, flags, SRC_RESOLVE);
 }
 
-int ovs_src_open(const struct ovs_layer *l, const char *path, int flags)
+int ovs_src_walk(int srcfd, const struct ovs_relpath *path, size_t depth, int flags)
 {
-	return src_open_at(l->srcfd, path, flags);
+	int start = srcfd, cur = -1, fd;
+	size_t i = 0;
+
+	/* The caller's open parent saves the walk from the root. */
+	if (path->srcdirfd >= 0 && path->n > 0 && depth >= path->n - 1) {
+		start = path->srcdirfd;
+		i = path->n - 1;
+	}
+	if (i == depth)
+		return src_open_at(start, "", flags);
+	for (; i < depth; i++) {
+		fd = src_open_at(cur < 0 ? start : cur, path->names[i],
+				 i + 1 == depth ? flags : O_PATH | O_DIRECTORY);
+		if (cur >= 0)
+			close(cur);
+		if (fd < 0)
+			return fd;
+		cur = fd;
+	}
+	return cur;
 }
 
-int ovs_upper_open(const struct ovs_layer *l, const char *path, int flags)
+int ovs_src_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
+		 int flags)
 {
-	return ovs_open_beneath(l->upperfd, path, flags | O_CLOEXEC | O_NOFOLLOW,
-				RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-				RESOLVE_NO_XDEV);
+	return ovs_src_walk(l->srcfd, path, depth, flags);
 }
 
-const char *ovs_path_base(const char *path)
-{
-	const char *slash = strrchr(path, '/');
+#define UPPER_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
+		       RESOLVE_NO_XDEV)
 
-	return slash ? slash + 1 : path;
+int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
+		   int flags)
+{
+	int cur = -1, fd;
+	size_t i;
+
+	if (depth == 0)
+		return ovs_open_beneath(l->upperfd, "", flags | O_CLOEXEC | O_NOFOLLOW,
+					UPPER_RESOLVE);
+	for (i = 0; i < depth; i++) {
+		fd = ovs_open_beneath(cur < 0 ? l->upperfd : cur, path->names[i],
+				      (i + 1 == depth ? flags : O_PATH | O_DIRECTORY) |
+					      O_CLOEXEC | O_NOFOLLOW,
+				      UPPER_RESOLVE);
+		if (cur >= 0)
+			close(cur);
+		if (fd < 0)
+			return fd;
+		cur = fd;
+	}
+	return cur;
 }
 
-/* The parent's part of path (a copy, "" for a name at the top), or NULL
- * out of memory. */
-static char *path_parent(const char *path)
+int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *path)
 {
-	const char *slash = strrchr(path, '/');
+	int fd = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
 
-	return strndup(path, slash ? (size_t)(slash - path) : 0);
-}
+	if (fd < 0) {
+		char what[OVS_RELPATH_DESCRIBE_MAX];
+		struct ovs_relpath parent = { path->names, path->n - 1, -1 };
 
-int ovs_src_open_parent(const struct ovs_layer *l, const char *path, const char **base)
-{
-	char *parent = path_parent(path);
-	int fd;
-
-	if (!parent)
-		return ovs_err(ENOMEM, "out of memory");
-	*base = ovs_path_base(path);
-	fd = ovs_src_open(l, parent, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		fd = ovs_err(-fd, "open %s in the source: %s", *parent ? parent : ".",
-			     strerror(-fd));
-	free(parent);
+		fd = ovs_err(-fd, "open %s in the source: %s",
+			     ovs_relpath_describe(&parent, what, sizeof(what)), strerror(-fd));
+	}
 	return fd;
 }
 
@@ -683,44 +709,36 @@ int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
 
 /* ---- parents in the upper ------------------------------------------------- */
 
-int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, const char **base)
+int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool create)
 {
-	char *pbuf, *comp, *slash;
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	int cur, scur = -1, rc;
+	size_t i;
 
-	*base = ovs_path_base(path);
-	pbuf = strdup(path);
-	if (!pbuf)
-		return ovs_err(ENOMEM, "out of memory");
-	slash = strrchr(pbuf, '/');
 	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0) {
-		rc = ovs_err(errno, "dup: %m");
-		goto out;
-	}
-	if (!slash)
-		goto out;
-	*slash = '\0';
-	for (comp = pbuf; comp; ) {
-		char *next = strchr(comp, '/');
-		int fd;
+	if (cur < 0)
+		return ovs_err(errno, "dup: %m");
+	for (i = 0; i + 1 < path->n; i++) {
+		const char *comp = path->names[i];
+		struct ovs_relpath upto = { path->names, i + 1, -1 };
+		int fd, err;
 
-		if (next)
-			*next = '\0';
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
 			/* Missing in the upper: SRC's directory at this prefix
 			 * is unchanged since the snapshot (any change would
 			 * have preserved it), so copy its metadata now.  The
-			 * first one is opened from SRC's root, the ones below
+			 * first one is reached from SRC's root, the ones below
 			 * it (missing too) each from the one above. */
 			char tmp[OVS_TMP_NAME_MAX];
 			struct stat st;
-			int sfd = scur < 0 ? ovs_src_open(l, pbuf, O_RDONLY | O_DIRECTORY)
+			int sfd = scur < 0 ? ovs_src_walk(l->srcfd, &upto, i + 1,
+							  O_RDONLY | O_DIRECTORY)
 					   : src_open_at(scur, comp, O_RDONLY | O_DIRECTORY);
 
 			if (sfd < 0) {
-				rc = ovs_err(-sfd, "open %s in the source: %s", pbuf,
+				rc = ovs_err(-sfd, "open %s in the source: %s",
+					     ovs_relpath_describe(&upto, what, sizeof(what)),
 					     strerror(-sfd));
 				goto fail;
 			}
@@ -736,14 +754,13 @@ int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, const c
 			fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (fd < 0) {
-			rc = ovs_err(errno, "open %s in the upper: %m", pbuf);
+			err = errno;
+			rc = ovs_err(err, "open %s in the upper: %s",
+				     ovs_relpath_describe(&upto, what, sizeof(what)), strerror(err));
 			goto fail;
 		}
 		close(cur);
 		cur = fd;
-		if (next)
-			*next = '/';
-		comp = next ? next + 1 : NULL;
 	}
 	goto out;
 fail:
@@ -752,6 +769,5 @@ fail:
 out:
 	if (scur >= 0)
 		close(scur);
-	free(pbuf);
 	return cur;
 }

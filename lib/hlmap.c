@@ -4,6 +4,12 @@
  * than one link are recorded once at setup and kept current through link,
  * unlink and rename.  The key is the file handle: it carries the inode's
  * generation, so a reused inode number never inherits stale names.
+ *
+ * A name is kept as a chain too, never as a path (DESIGN.md rule 18): it
+ * hangs from a node of a small tree of the directories that lead to
+ * linked files (struct hl_dir, one per directory, shared by every name
+ * below it), so renaming a directory relabels one node and a name's chain
+ * is read by walking up its parents.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,10 +34,23 @@ struct hl_key {
 	unsigned char bytes[HANDLE_MAX];
 };
 
+/* A directory on the way from SRC's root to recorded names. */
+struct hl_dir {
+	struct hl_dir *parent;	/* NULL: SRC's root */
+	char *name;		/* its name in parent (NULL for the root) */
+	struct hl_dir *kids, *sib;
+	size_t refs;		/* names and directories hanging from it */
+};
+
+struct hl_name {
+	struct hl_dir *dir;
+	char *name;
+};
+
 struct hl_entry {
 	struct hl_entry *next;
 	struct hl_key key;
-	char **names;
+	struct hl_name *names;
 	size_t n, cap;
 };
 
@@ -39,6 +58,7 @@ struct ovs_hlmap {
 	pthread_mutex_t lock;
 	struct hl_entry **buckets;
 	size_t nbuckets, count;
+	struct hl_dir root;
 };
 
 static size_t key_hash(const struct hl_key *k)
@@ -75,35 +95,20 @@ static int get_key(int dirfd, const char *name, struct hl_key *k)
 	return 0;
 }
 
-#define SRC_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | \
-		     RESOLVE_NO_XDEV)
-
-/* Resolve path beneath SRC (no symlinks, no mounts) to parent fd + base. */
-static int open_parent(int srcfd, const char *path, const char **base)
+static int key_of_path(int srcfd, const struct ovs_relpath *path, struct hl_key *k,
+		       struct stat *st)
 {
-	const char *slash = strrchr(path, '/');
-	char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
-	int fd;
+	int dfd, rc = 0;
 
-	if (!parent)
-		return -ENOMEM;
-	*base = slash ? slash + 1 : path;
-	fd = ovs_open_beneath(srcfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, SRC_RESOLVE);
-	free(parent);
-	return fd;
-}
-
-static int key_of_path(int srcfd, const char *path, struct hl_key *k, struct stat *st)
-{
-	const char *base;
-	int dfd = open_parent(srcfd, path, &base), rc = 0;
-
+	if (!path->n)
+		return -EISDIR;
+	dfd = ovs_src_walk(srcfd, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (dfd < 0)
 		return dfd;
-	if (st && fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (st && fstatat(dfd, ovs_relpath_base(path), st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc == 0)
-		rc = get_key(dfd, base, k);
+		rc = get_key(dfd, ovs_relpath_base(path), k);
 	close(dfd);
 	return rc;
 }
@@ -162,10 +167,130 @@ static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *
 	return e;
 }
 
+/* ---- the directory tree --------------------------------------------------- */
+
+static void dir_unhook(struct hl_dir *d)
+{
+	struct hl_dir **pp = &d->parent->kids;
+
+	for (; *pp; pp = &(*pp)->sib) {
+		if (*pp == d) {
+			*pp = d->sib;
+			break;
+		}
+	}
+}
+
+/* One reference less on d: a directory nothing hangs from goes, and its
+ * parent loses one in turn.  The root stays. */
+static void dir_put(struct hl_dir *d)
+{
+	while (d && d->parent && --d->refs == 0) {
+		struct hl_dir *parent = d->parent;
+
+		dir_unhook(d);
+		free(d->name);
+		free(d);
+		d = parent;
+	}
+}
+
+static struct hl_dir *dir_child(struct hl_dir *d, const char *name)
+{
+	for (d = d->kids; d; d = d->sib)
+		if (!strcmp(d->name, name))
+			return d;
+	return NULL;
+}
+
+/* The node of the directory names[0..depth): with create, made as needed
+ * and with a reference for the caller; NULL when absent (or no memory). */
+static struct hl_dir *dir_get(struct ovs_hlmap *m, const char *const *names, size_t depth,
+			      bool create)
+{
+	struct hl_dir *d = &m->root, *k;
+	size_t i;
+
+	for (i = 0; i < depth; i++, d = k) {
+		k = dir_child(d, names[i]);
+		if (k)
+			continue;
+		if (!create)
+			return NULL;
+		k = calloc(1, sizeof(*k));
+		if (!k || !(k->name = strdup(names[i]))) {
+			free(k);
+			goto fail;
+		}
+		k->parent = d;
+		k->sib = d->kids;
+		d->kids = k;
+		d->refs++;	/* k hangs from d */
+	}
+	if (create)
+		d->refs++;
+	return d;
+fail:
+	/* d, if made on the way, holds nothing yet. */
+	if (d->parent && d->refs == 0) {
+		d->refs = 1;
+		dir_put(d);
+	}
+	return NULL;
+}
+
+/* Is d, or a directory above it, anc? */
+static bool dir_within(const struct hl_dir *d, const struct hl_dir *anc)
+{
+	for (; d; d = d->parent)
+		if (d == anc)
+			return true;
+	return false;
+}
+
+/* Where the map would record path. */
+struct hl_where {
+	struct hl_dir *dir;	/* path's directory; NULL: nothing recorded there */
+	const char *base;	/* path's last name */
+	struct hl_dir *self;	/* path's own node: names are recorded below it */
+};
+
+static struct hl_where where_of(struct ovs_hlmap *m, const struct ovs_relpath *path)
+{
+	struct hl_where w = { 0 };
+
+	if (!path->n)
+		return w;
+	w.dir = dir_get(m, path->names, path->n - 1, false);
+	w.base = path->names[path->n - 1];
+	if (w.dir)
+		w.self = dir_child(w.dir, w.base);
+	return w;
+}
+
+static bool name_is(const struct hl_name *nm, const struct hl_where *w)
+{
+	return w->dir && nm->dir == w->dir && !strcmp(nm->name, w->base);
+}
+
+/* nm is path, or below it. */
+static bool name_within(const struct hl_name *nm, const struct hl_where *w)
+{
+	return name_is(nm, w) || (w->self && dir_within(nm->dir, w->self));
+}
+
+/* ---- entries ------------------------------------------------------------------ */
+
+static void remove_name_at(struct hl_entry *e, size_t i)
+{
+	free(e->names[i].name);
+	dir_put(e->names[i].dir);
+	e->names[i] = e->names[--e->n];
+}
+
 static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
 {
 	struct hl_entry **pp = &m->buckets[key_hash(&victim->key) % m->nbuckets];
-	size_t i;
 
 	for (; *pp; pp = &(*pp)->next) {
 		if (*pp == victim) {
@@ -173,47 +298,98 @@ static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
 			break;
 		}
 	}
-	for (i = 0; i < victim->n; i++)
-		free(victim->names[i]);
+	while (victim->n)
+		remove_name_at(victim, victim->n - 1);
 	free(victim->names);
 	free(victim);
 	m->count--;
 }
 
-static bool has_name(const struct hl_entry *e, const char *name)
+static bool has_name(const struct hl_entry *e, const struct hl_where *w)
 {
 	size_t i;
 
 	for (i = 0; i < e->n; i++)
-		if (!strcmp(e->names[i], name))
+		if (name_is(&e->names[i], w))
 			return true;
 	return false;
 }
 
-static int add_name(struct hl_entry *e, const char *name)
+static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_relpath *path)
 {
-	if (has_name(e, name))
+	struct hl_where w = where_of(m, path);
+	struct hl_dir *d;
+	char *copy;
+
+	if (!path->n)
+		return -EINVAL;
+	if (has_name(e, &w))
 		return 0;
 	if (e->n == e->cap) {
 		size_t cap = e->cap ? e->cap * 2 : 2;
-		char **n = realloc(e->names, cap * sizeof(*n));
+		struct hl_name *n = realloc(e->names, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
 		e->names = n;
 		e->cap = cap;
 	}
-	e->names[e->n] = strdup(name);
-	if (!e->names[e->n])
+	copy = strdup(path->names[path->n - 1]);
+	d = copy ? dir_get(m, path->names, path->n - 1, true) : NULL;
+	if (!d) {
+		free(copy);
 		return -ENOMEM;
+	}
+	e->names[e->n].dir = d;
+	e->names[e->n].name = copy;
 	e->n++;
 	return 0;
 }
 
-static void remove_name_at(struct hl_entry *e, size_t i)
+/* A copy of the n names of v in one block (the vector, then the names),
+ * which the caller keeps after the map's lock is dropped. */
+static int chain_copy(const char *const *v, size_t n, struct ovs_relpath *out)
 {
-	free(e->names[i]);
-	e->names[i] = e->names[--e->n];
+	size_t bytes = 0, i;
+	const char **c;
+	char *p;
+
+	for (i = 0; i < n; i++)
+		bytes += strlen(v[i]) + 1;
+	c = malloc(n * sizeof(*c) + bytes + 1);
+	if (!c)
+		return -ENOMEM;
+	p = (char *)(c + n);
+	for (i = 0; i < n; i++) {
+		c[i] = strcpy(p, v[i]);
+		p += strlen(p) + 1;
+	}
+	out->names = c;
+	out->n = n;
+	out->srcdirfd = -1;
+	return 0;
+}
+
+/* The chain of names of nm, read up its directories. */
+static int chain_of(const struct hl_name *nm, struct ovs_relpath *out)
+{
+	const struct hl_dir *d;
+	const char **v;
+	size_t n = 1, i;
+	int rc;
+
+	for (d = nm->dir; d->parent; d = d->parent)
+		n++;
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	i = n;
+	v[--i] = nm->name;
+	for (d = nm->dir; d->parent; d = d->parent)
+		v[--i] = d->name;
+	rc = chain_copy(v, n, out);
+	free(v);
+	return rc;
 }
 
 static int map_new(struct ovs_hlmap **out)
@@ -239,19 +415,9 @@ void ovs_hlmap_free(struct ovs_hlmap *m)
 
 	if (!m)
 		return;
-	for (i = 0; i < m->nbuckets; i++) {
-		struct hl_entry *e = m->buckets[i], *next;
-
-		for (; e; e = next) {
-			size_t j;
-
-			next = e->next;
-			for (j = 0; j < e->n; j++)
-				free(e->names[j]);
-			free(e->names);
-			free(e);
-		}
-	}
+	for (i = 0; i < m->nbuckets; i++)
+		while (m->buckets[i])
+			drop_entry(m, m->buckets[i]);
 	free(m->buckets);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -307,14 +473,21 @@ static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const
 		return OVS_WALK_DESCEND;
 	}
 	if (st.st_nlink > 1) {
+		struct ovs_relpath rp;
 		struct hl_key k;
 		struct hl_entry *e;
+		void *mem;
 
 		rc = get_key(d->fd, name, &k);
 		if (rc < 0)
 			return ovs_err(-rc, "file handle of %s: %s", path, strerror(-rc));
+		rc = ovs_relpath_split(path, &rp, &mem);
+		if (rc < 0)
+			return rc;
 		e = lookup_or_add(s->m, &k);
-		if (!e || add_name(e, path) < 0 || note_nlink(s, e, st.st_nlink) < 0)
+		rc = !e || add_name(s->m, e, &rp) < 0 || note_nlink(s, e, st.st_nlink) < 0;
+		free(mem);
+		if (rc)
 			return ovs_err(ENOMEM, "hard link map: out of memory");
 	}
 	return 0;
@@ -363,37 +536,44 @@ int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
 
 /* ---- keeping it current ------------------------------------------------------ */
 
-int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const char *existing, const char *newpath)
+#define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
+
+int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
+		   const struct ovs_relpath *newpath)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct hl_key k;
 	struct hl_entry *e;
 	int rc = key_of_path(srcfd, newpath, &k, NULL);
 
 	if (rc < 0)
-		return ovs_err(-rc, "file handle of %s: %s", newpath, strerror(-rc));
+		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(newpath, what),
+			       strerror(-rc));
 	pthread_mutex_lock(&m->lock);
 	e = lookup_or_add(m, &k);
-	rc = !e || add_name(e, existing) < 0 || add_name(e, newpath) < 0 ? -ENOMEM : 0;
+	rc = !e || add_name(m, e, existing) < 0 || add_name(m, e, newpath) < 0 ? -ENOMEM : 0;
 	pthread_mutex_unlock(&m->lock);
 	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
 }
 
 /* The name is gone, so its handle cannot be asked: find it by name. */
-int ovs_hlmap_unlink(struct ovs_hlmap *m, int srcfd, const char *path,
+int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
 		     const struct stat *st_before)
 {
+	struct hl_where w;
 	size_t b, i;
 
 	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
 		return 0;
 	pthread_mutex_lock(&m->lock);
-	for (b = 0; b < m->nbuckets; b++) {
+	w = where_of(m, path);
+	for (b = 0; w.dir && b < m->nbuckets; b++) {
 		struct hl_entry *e, *next;
 
 		for (e = m->buckets[b]; e; e = next) {
 			next = e->next;
 			for (i = 0; i < e->n; i++) {
-				if (strcmp(e->names[i], path))
+				if (!name_is(&e->names[i], &w))
 					continue;
 				remove_name_at(e, i);
 				/* One name left and no more links: a plain file. */
@@ -409,34 +589,35 @@ out:
 	return 0;
 }
 
-static bool under(const char *name, const char *dir, size_t dlen)
+/* Caller holds m->lock. */
+static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
+			 const struct ovs_relpath *to)
 {
-	return !strncmp(name, dir, dlen) && (name[dlen] == '\0' || name[dlen] == '/');
-}
-
-int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
-{
-	size_t flen = strlen(from), tlen = strlen(to), b, i;
+	struct hl_where wf = where_of(m, from), wt = where_of(m, to);
+	const char *base;
+	struct hl_dir *tdir;
+	size_t b, i;
 	int rc = 0;
 
-	pthread_mutex_lock(&m->lock);
+	if (!from->n || !to->n)
+		return 0;
 	/* Renaming one name of an inode over another name of it changes
 	 * nothing (POSIX). */
-	for (b = 0; b < m->nbuckets; b++) {
+	for (b = 0; wf.dir && wt.dir && b < m->nbuckets; b++) {
 		struct hl_entry *e;
 
 		for (e = m->buckets[b]; e; e = e->next)
-			if (has_name(e, from) && has_name(e, to))
-				goto out;
+			if (has_name(e, &wf) && has_name(e, &wt))
+				return 0;
 	}
 	/* The replaced target (a file, or an empty directory) loses its name. */
-	for (b = 0; b < m->nbuckets; b++) {
+	for (b = 0; wt.dir && b < m->nbuckets; b++) {
 		struct hl_entry *e, *next;
 
 		for (e = m->buckets[b]; e; e = next) {
 			next = e->next;
 			for (i = 0; i < e->n; )
-				if (under(e->names[i], to, tlen))
+				if (name_within(&e->names[i], &wt))
 					remove_name_at(e, i);
 				else
 					i++;
@@ -444,63 +625,124 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to)
 				drop_entry(m, e);
 		}
 	}
+	/* That may have freed directory nodes: look again. */
+	wf = where_of(m, from);
+	if (!wf.dir)
+		return 0;	/* nothing recorded at from or below it */
+	base = to->names[to->n - 1];
+	/* to's directory, held while names move into it. */
+	tdir = dir_get(m, to->names, to->n - 1, true);
+	if (!tdir)
+		return ovs_err(ENOMEM, "hard link map: out of memory");
+	/* A linked file renamed: its name moves. */
 	for (b = 0; b < m->nbuckets; b++) {
 		struct hl_entry *e;
 
 		for (e = m->buckets[b]; e; e = e->next) {
 			for (i = 0; i < e->n; i++) {
-				char *n;
+				struct hl_name *nm = &e->names[i];
+				char *copy;
 
-				if (!under(e->names[i], from, flen))
+				if (!name_is(nm, &wf))
 					continue;
-				n = malloc(tlen + strlen(e->names[i] + flen) + 1);
-				if (!n) {
+				copy = strdup(base);
+				if (!copy) {
 					rc = ovs_err(ENOMEM, "hard link map: out of memory");
 					goto out;
 				}
-				strcpy(n, to);
-				strcat(n, e->names[i] + flen);
-				free(e->names[i]);
-				e->names[i] = n;
+				free(nm->name);
+				nm->name = copy;
+				tdir->refs++;
+				dir_put(nm->dir);
+				nm->dir = tdir;
 			}
 		}
 	}
+	/* A directory renamed: its node moves, and every name below it
+	 * with it. */
+	if (wf.self) {
+		struct hl_dir *d = wf.self, *old = d->parent;
+		char *copy = strdup(base);
+
+		if (!copy) {
+			rc = ovs_err(ENOMEM, "hard link map: out of memory");
+			goto out;
+		}
+		free(d->name);
+		d->name = copy;
+		dir_unhook(d);
+		d->parent = tdir;
+		d->sib = tdir->kids;
+		tdir->kids = d;
+		tdir->refs++;
+		dir_put(old);
+	}
 out:
+	dir_put(tdir);
+	return rc;
+}
+
+int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
+		     const struct ovs_relpath *to)
+{
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = rename_locked(m, from, to);
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
 
-int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
-		    char ***names, size_t *n)
+int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
+		       const struct ovs_relpath *b)
 {
+	/* "/" is no name in SRC: a free place to swap through. */
+	static const char *const slash[] = { "/" };
+	const struct ovs_relpath tmp = { slash, 1, -1 };
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = rename_locked(m, a, &tmp);
+	if (rc == 0)
+		rc = rename_locked(m, b, a);
+	if (rc == 0)
+		rc = rename_locked(m, &tmp, b);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
+		    struct ovs_relpath **names, size_t *n)
+{
+	char what[OVS_RELPATH_DESCRIBE_MAX];
+	struct ovs_relpath *out = NULL;
 	struct hl_entry *e = NULL;
+	struct hl_where w;
 	struct hl_key k;
 	struct stat st;
-	char **out;
 	size_t i, cnt = 1;
 	int rc;
 
 	rc = key_of_path(srcfd, path, &k, &st);
 	if (rc < 0)
-		return ovs_err(-rc, "file handle of %s: %s", path, strerror(-rc));
+		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(path, what), strerror(-rc));
 	pthread_mutex_lock(&m->lock);
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
 		e = lookup(m, &k);
 	if (e)
 		cnt += e->n;
 	out = calloc(cnt, sizeof(*out));
-	if (!out)
-		goto nomem;
+	cnt = 0;
 	/* path first, then the others */
-	out[0] = strdup(path);
-	if (!out[0])
+	if (!out || chain_copy(path->names, path->n, &out[0]) < 0)
 		goto nomem;
+	out[0].srcdirfd = path->srcdirfd;
 	cnt = 1;
+	w = where_of(m, path);
 	for (i = 0; e && i < e->n; i++) {
-		if (!strcmp(e->names[i], path))
+		if (name_is(&e->names[i], &w))
 			continue;
-		out[cnt] = strdup(e->names[i]);
-		if (!out[cnt])
+		if (chain_of(&e->names[i], &out[cnt]) < 0)
 			goto nomem;
 		cnt++;
 	}
@@ -514,13 +756,13 @@ nomem:
 	return ovs_err(ENOMEM, "hard link map: out of memory");
 }
 
-void ovs_hlmap_names_free(char **names, size_t n)
+void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n)
 {
 	size_t i;
 
 	if (!names)
 		return;
 	for (i = 0; i < n; i++)
-		free(names[i]);
+		free((void *)names[i].names);
 	free(names);
 }

@@ -24,24 +24,33 @@ struct ovs_layer {
 	unsigned long seq;	/* temp names in work */
 };
 
+/* Open the first depth names of path beneath SRC's root srcfd, one
+ * component at a time, following no symlink and crossing no mount (a
+ * racing rename can never lead the daemon outside SRC): the last one with
+ * flags, those above it O_PATH.  depth 0 opens srcfd itself; with
+ * path->srcdirfd, a depth of n - 1 or n starts from it instead of srcfd.
+ * fd or -errno, no message. */
+int ovs_src_walk(int srcfd, const struct ovs_relpath *path, size_t depth, int flags);
+int ovs_src_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
+		 int flags);
+/* SRC's directory that holds path's last name (O_PATH; path->srcdirfd
+ * when the caller gave it), with a message on failure. */
+int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *path);
+/* The first depth names of path beneath the upper's root, as
+ * ovs_src_open does beneath SRC's. */
+int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
+		   int flags);
+/* The last name of path (n > 0). */
+static inline const char *ovs_relpath_base(const struct ovs_relpath *path)
+{
+	return path->names[path->n - 1];
+}
 
-/* Open path (relative to SRC's root, "" = the root) beneath SRC without
- * following any symlink or crossing a mount: a racing rename can never
- * lead the daemon outside SRC. */
-int ovs_src_open(const struct ovs_layer *l, const char *path, int flags);
-/* Split path into its parent (opened in SRC, O_DIRECTORY) and *base
- * (pointing into path). */
-int ovs_src_open_parent(const struct ovs_layer *l, const char *path, const char **base);
-/* Open path (relative to the upper's root) beneath the upper, following
- * no symlink: fd or -errno. */
-int ovs_upper_open(const struct ovs_layer *l, const char *path, int flags);
-/* The last component of path. */
-const char *ovs_path_base(const char *path);
-
-/* The upper directory that holds path's entry; with create, directories
- * missing in the upper are first made as metadata copies of SRC's (rule 7
- * for each parent they are added to).  *base points into path. */
-int ovs_upper_parent(struct ovs_layer *l, const char *path, bool create, const char **base);
+/* The upper directory that holds path's last name; with create,
+ * directories missing in the upper are first made as metadata copies of
+ * SRC's (rule 7 for each parent they are added to), walking down both
+ * trees together. */
+int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool create);
 
 /* Build a copy of sdirfd/name in the work dir under a temp name (written
  * to tmp): content, owner, mode, xattrs (trusted.overlay.* escaped), the

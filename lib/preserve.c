@@ -97,41 +97,39 @@ bool ovs_layer_cloned(const struct ovs_layer *l)
 
 /* ---- coverage ------------------------------------------------------------- */
 
-int ovs_coverage_at(int upperfd, const char *path)
+int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path)
 {
-	char *buf, *comp;
-	int cur, rc;
+	char what[OVS_RELPATH_DESCRIBE_MAX];
+	int cur, rc = OVS_NOT_COVERED;
+	size_t i;
 
-	if (!*path)
+	if (!path->n)
 		return ovl_is_opaque_at(upperfd, "") > 0 ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
-	buf = strdup(path);
-	if (!buf)
-		return ovs_err(ENOMEM, "out of memory");
 	cur = fcntl(upperfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0) {
-		free(buf);
+	if (cur < 0)
 		return ovs_err(errno, "dup: %m");
-	}
-	for (comp = buf; ; ) {
-		char *next = strchr(comp, '/');
+	for (i = 0; i < path->n; i++) {
+		const char *comp = path->names[i];
+		bool last = i + 1 == path->n;
 		struct stat st;
-		int fd;
+		int fd, err;
 
-		if (next)
-			*next = '\0';
 		if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = errno == ENOENT ? OVS_NOT_COVERED
-					     : ovs_err(errno, "stat %s in the upper: %m", path);
+			err = errno;
+			rc = err == ENOENT ? OVS_NOT_COVERED
+					   : ovs_err(err, "stat %s in the upper: %s",
+						     ovs_relpath_describe(path, what, sizeof(what)),
+						     strerror(err));
 			break;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			rc = next ? OVS_COVERED_BY_ANCESTOR : OVS_ENTRY_NONDIR;
+			rc = last ? OVS_ENTRY_NONDIR : OVS_COVERED_BY_ANCESTOR;
 			break;
 		}
 		rc = ovl_is_opaque_at(cur, comp);
 		if (rc < 0)
 			break;
-		if (!next) {
+		if (last) {
 			rc = rc ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
 			break;
 		}
@@ -141,21 +139,34 @@ int ovs_coverage_at(int upperfd, const char *path)
 		}
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
-			rc = ovs_err(errno, "open %s in the upper: %m", path);
+			err = errno;
+			rc = ovs_err(err, "open %s in the upper: %s",
+				     ovs_relpath_describe(path, what, sizeof(what)), strerror(err));
 			break;
 		}
 		close(cur);
 		cur = fd;
-		comp = next + 1;
 	}
 	close(cur);
-	free(buf);
 	return rc;
 }
 
-static int coverage(struct ovs_layer *l, const char *path)
+int ovs_coverage_at(int upperfd, const char *path)
 {
-	return ovs_coverage_at(l->upperfd, path);
+	struct ovs_relpath rp;
+	void *mem;
+	int rc = ovs_relpath_split(path, &rp, &mem);
+
+	if (rc < 0)
+		return rc;
+	rc = ovs_coverage_rel(upperfd, &rp);
+	free(mem);
+	return rc;
+}
+
+static int coverage(struct ovs_layer *l, const struct ovs_relpath *path)
+{
+	return ovs_coverage_rel(l->upperfd, path);
 }
 
 int ovs_covered_at(int upperfd, const char *path)
@@ -165,10 +176,15 @@ int ovs_covered_at(int upperfd, const char *path)
 	return c < 0 ? c : c != OVS_NOT_COVERED;
 }
 
-int ovs_covered(struct ovs_layer *l, const char *path)
+int ovs_covered(struct ovs_layer *l, const struct ovs_relpath *path)
 {
-	return ovs_covered_at(l->upperfd, path);
+	int c = coverage(l, path);
+
+	return c < 0 ? c : c != OVS_NOT_COVERED;
 }
+
+/* For messages only (rule 18: bounded, never opened). */
+#define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
 
 /* ---- rule 1 and rule 6 ------------------------------------------------------ */
 
@@ -179,16 +195,15 @@ static bool same_object(const struct stat *a, const struct stat *b)
 
 /* Does the upper's entry at path hold a copy of the SRC inode ino?  (A
  * crash may have left one name of a hard-linked set preserved.) */
-static bool upper_copy_of(struct ovs_layer *l, const char *path, ino_t ino)
+static bool upper_copy_of(struct ovs_layer *l, const struct ovs_relpath *path, ino_t ino)
 {
 	char buf[160], want[40];
-	const char *base;
 	ssize_t n;
-	int udir = ovs_upper_parent(l, path, false, &base);
+	int udir = ovs_upper_parent(l, path, false);
 
 	if (udir < 0)
 		return false;
-	n = ovs_lgetxattrat(udir, base, OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	n = ovs_lgetxattrat(udir, ovs_relpath_base(path), OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
 	close(udir);
 	if (n < 0)
 		return false;
@@ -198,51 +213,49 @@ static bool upper_copy_of(struct ovs_layer *l, const char *path, ino_t ino)
 }
 
 /* Copy up one object with a single name (or a directory's metadata). */
-static int copy_up_one(struct ovs_layer *l, const char *path, bool opaque)
+static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool opaque)
 {
-	char tmp[OVS_TMP_NAME_MAX];
-	const char *sbase, *ubase;
+	char tmp[OVS_TMP_NAME_MAX], what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 	int sdir, udir, rc;
 
-	sdir = ovs_src_open_parent(l, path, &sbase);
+	sdir = ovs_src_open_parent(l, path);
 	if (sdir < 0)
 		return sdir;
-	rc = ovs_copy_to_work(l, sdir, sbase, opaque, &st, tmp);
+	rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), opaque, &st, tmp);
 	close(sdir);
 	if (rc < 0)
-		return ovs_err_keep(-rc, "preserve %s", path);
-	udir = ovs_upper_parent(l, path, true, &ubase);
+		return ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
+	udir = ovs_upper_parent(l, path, true);
 	if (udir < 0) {
 		ovs_discard(l, tmp);
 		return udir;
 	}
-	rc = ovs_install(l, tmp, &st, udir, ubase);
+	rc = ovs_install(l, tmp, &st, udir, ovs_relpath_base(path));
 	close(udir);
 	return rc;
 }
 
-static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from, const char *name)
+static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from,
+			const struct ovs_relpath *name)
 {
-	const char *ubase;
 	int udir, rc;
 
-	udir = ovs_upper_parent(l, name, true, &ubase);
+	udir = ovs_upper_parent(l, name, true);
 	if (udir < 0)
 		return udir;
-	rc = ovs_link_into(l, fromdirfd, from, udir, ubase);
+	rc = ovs_link_into(l, fromdirfd, from, udir, ovs_relpath_base(name));
 	close(udir);
 	return rc;
 }
 
-static int src_stat(struct ovs_layer *l, const char *path, struct stat *st)
+static int src_stat(struct ovs_layer *l, const struct ovs_relpath *path, struct stat *st)
 {
-	const char *sbase;
-	int sdir = ovs_src_open_parent(l, path, &sbase), rc = 0;
+	int sdir = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY), rc = 0;
 
 	if (sdir < 0)
 		return sdir;
-	if (fstatat(sdir, sbase, st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(sdir, ovs_relpath_base(path), st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	close(sdir);
 	return rc;
@@ -253,72 +266,72 @@ static int src_stat(struct ovs_layer *l, const char *path, struct stat *st)
  * one inode in the upper.  The copy is linked to the other names first and
  * moved to path last, so once path is covered all its names are.
  */
-static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
-			  const struct stat *st)
+static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m,
+			  const struct ovs_relpath *path, const struct stat *st)
 {
-	char tmp[OVS_TMP_NAME_MAX], **names = NULL;
-	const char *existing = NULL, *ebase = NULL, *sbase;
+	char tmp[OVS_TMP_NAME_MAX];
+	const struct ovs_relpath *existing = NULL;
+	struct other_names { struct ovs_relpath *rp; size_t n; } o = { 0 };
 	struct stat cst;
-	size_t n = 0, i;
+	size_t i;
 	int rc, sdir, edir = -1;
 
-	rc = ovs_hlmap_names(m, l->srcfd, path, &names, &n);
+	/* o.rp[0] is path itself */
+	rc = ovs_hlmap_names(m, l->srcfd, path, &o.rp, &o.n);
 	if (rc < 0)
-		return rc;
+		goto out;
 	/* A name already preserved as this inode (before a crash) is the
 	 * copy to link to. */
-	for (i = 0; i < n; i++) {
-		if (strcmp(names[i], path) != 0 && coverage(l, names[i]) == OVS_ENTRY_NONDIR &&
-		    upper_copy_of(l, names[i], st->st_ino)) {
-			existing = names[i];
+	for (i = 1; i < o.n; i++) {
+		if (coverage(l, &o.rp[i]) == OVS_ENTRY_NONDIR &&
+		    upper_copy_of(l, &o.rp[i], st->st_ino)) {
+			existing = &o.rp[i];
 			break;
 		}
 	}
 	if (existing) {
-		/* Linked to from its parent: its path may be longer than a
-		 * path reaches. */
-		edir = ovs_upper_parent(l, existing, false, &ebase);
+		/* Linked to from its parent, reached one name at a time. */
+		edir = ovs_upper_parent(l, existing, false);
 		if (edir < 0) {
 			rc = edir;
 			goto out;
 		}
 	} else {
-		sdir = ovs_src_open_parent(l, path, &sbase);
+		sdir = ovs_src_open_parent(l, path);
 		if (sdir < 0) {
 			rc = sdir;
 			goto out;
 		}
-		rc = ovs_copy_to_work(l, sdir, sbase, false, &cst, tmp);
+		rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), false, &cst, tmp);
 		close(sdir);
 		if (rc < 0)
 			goto out;
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 1; i < o.n; i++) {
 		struct stat nst;
 
-		if (strcmp(names[i], path) == 0 || names[i] == existing)
+		if (&o.rp[i] == existing)
 			continue;
 		/* Skip names the map has wrong and names already covered
 		 * (preserved, or born after the snapshot). */
-		if (src_stat(l, names[i], &nst) < 0 ||
-		    !same_object(&nst, st) || ovs_covered(l, names[i]) != 0)
+		if (src_stat(l, &o.rp[i], &nst) < 0 ||
+		    !same_object(&nst, st) || ovs_covered(l, &o.rp[i]) != 0)
 			continue;
-		rc = existing ? link_name_to(l, edir, ebase, names[i])
-			      : link_name_to(l, l->workfd, tmp, names[i]);
+		rc = existing ? link_name_to(l, edir, ovs_relpath_base(existing), &o.rp[i])
+			      : link_name_to(l, l->workfd, tmp, &o.rp[i]);
 		if (rc < 0)
 			goto fail;
 	}
 	if (existing) {
-		rc = link_name_to(l, edir, ebase, path);
+		rc = link_name_to(l, edir, ovs_relpath_base(existing), path);
 	} else {
-		const char *ubase;
-		int udir = ovs_upper_parent(l, path, true, &ubase);
+		int udir = ovs_upper_parent(l, path, true);
 
 		if (udir < 0) {
 			rc = udir;
 			goto fail;
 		}
-		rc = ovs_install(l, tmp, &cst, udir, ubase);
+		rc = ovs_install(l, tmp, &cst, udir, ovs_relpath_base(path));
 		close(udir);
 	}
 	goto out;
@@ -328,20 +341,22 @@ fail:
 out:
 	if (edir >= 0)
 		close(edir);
-	ovs_hlmap_names_free(names, n);
+	ovs_hlmap_names_free(o.rp, o.n);
 	return rc;
 }
 
-static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *path,
-			   const struct stat *st)
+static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
+			   const struct ovs_relpath *path, const struct stat *st)
 {
 	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
 		return copy_up_linked(l, m, path, st);
 	return copy_up_one(l, path, false);
 }
 
-int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 	int rc = coverage(l, path);
 
@@ -349,18 +364,18 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *pa
 		return rc < 0 ? rc : 0;
 	rc = src_stat(l, path, &st);
 	if (rc < 0)
-		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
+		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	return preserve_object(l, m, path, &st);
 }
 
 /* ---- rule 3 ------------------------------------------------------------------ */
 
-static int make_opaque(struct ovs_layer *l, const char *path)
+static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
 {
-	const char *ubase;
+	const char *ubase = ovs_relpath_base(path);
 	int udir, rc;
 
-	udir = ovs_upper_parent(l, path, false, &ubase);
+	udir = ovs_upper_parent(l, path, false);
 	if (udir < 0)
 		return udir;
 	rc = ovl_set_opaque_at(udir, ubase);
@@ -370,11 +385,11 @@ static int make_opaque(struct ovs_layer *l, const char *path)
 	return rc;
 }
 
-int ovs_preserve_rmdir(struct ovs_layer *l, const char *path)
+int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 {
 	int c;
 
-	if (!*path)
+	if (!path->n)
 		return ovs_err(EBUSY, "the source root cannot be removed");
 	c = coverage(l, path);
 	switch (c) {
@@ -395,19 +410,20 @@ int ovs_preserve_rmdir(struct ovs_layer *l, const char *path)
 
 /* 1 if the directory at path in SRC has no entries, 0 if it has.  Read
  * with O_NOATIME: its copy-up may follow and must record the old atime. */
-static int src_dir_is_empty(struct ovs_layer *l, const char *path)
+static int src_dir_is_empty(struct ovs_layer *l, const struct ovs_relpath *path)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct dirent *de;
 	DIR *dir;
 	int fd, empty = 1;
 
-	fd = ovs_src_open(l, path, O_RDONLY | O_DIRECTORY);
+	fd = ovs_src_open(l, path, path->n, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
-		return ovs_err(-fd, "open %s: %s", path, strerror(-fd));
+		return ovs_err(-fd, "open %s: %s", DESCRIBE(path, what), strerror(-fd));
 	dir = fdopendir(fd);
 	if (!dir) {
 		close(fd);
-		return ovs_err(ENOMEM, "read %s: out of memory", path);
+		return ovs_err(ENOMEM, "read %s: out of memory", DESCRIBE(path, what));
 	}
 	while (errno = 0, (de = readdir(dir))) {
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
@@ -415,19 +431,23 @@ static int src_dir_is_empty(struct ovs_layer *l, const char *path)
 			break;
 		}
 	}
-	if (empty && errno)
-		empty = ovs_err(errno, "read %s: %m", path);
+	if (empty && errno) {
+		int err = errno;
+
+		empty = ovs_err(err, "read %s: %s", DESCRIBE(path, what), strerror(err));
+	}
 	closedir(dir);
 	return empty;
 }
 
-int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
+		      const struct ovs_relpath *path)
 {
-	const char *ubase;
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 	int rc, udir;
 
-	if (!*path)
+	if (!path->n)
 		return 0;
 	rc = coverage(l, path);
 	if (rc != OVS_NOT_COVERED)
@@ -447,11 +467,11 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 		return preserve_object(l, m, path, &st);
 	}
 	if (rc != -ENOENT)
-		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
-	udir = ovs_upper_parent(l, path, true, &ubase);
+		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
+	udir = ovs_upper_parent(l, path, true);
 	if (udir < 0)
 		return udir;
-	rc = ovs_whiteout_at(l, udir, ubase);
+	rc = ovs_whiteout_at(l, udir, ovs_relpath_base(path));
 	close(udir);
 	return rc;
 }
@@ -461,7 +481,40 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path
 struct merge_walk {
 	struct ovs_layer *l;
 	struct ovs_hlmap *m;
+	const struct ovs_relpath *root;	/* the directory being renamed */
 };
+
+/*
+ * Rule 6 inside the subtree: the names of a linked file at wpath (the
+ * walk's path below the root, split for this rare case) are the root's
+ * followed by wpath's; sdirfd, SRC's directory that holds it, saves the
+ * walk down to it.
+ */
+static int merge_linked(struct merge_walk *w, int sdirfd, const char *wpath,
+			const struct stat *sst)
+{
+	struct ovs_relpath sub, full;
+	const char **v;
+	void *mem;
+	int rc = ovs_relpath_split(wpath, &sub, &mem);
+
+	if (rc < 0)
+		return rc;
+	v = malloc((w->root->n + sub.n) * sizeof(*v));
+	if (!v) {
+		free(mem);
+		return ovs_err(ENOMEM, "out of memory");
+	}
+	memcpy(v, w->root->names, w->root->n * sizeof(*v));
+	memcpy(v + w->root->n, sub.names, sub.n * sizeof(*v));
+	full.names = v;
+	full.n = w->root->n + sub.n;
+	full.srcdirfd = sdirfd;
+	rc = copy_up_linked(w->l, w->m, &full, sst);
+	free(v);
+	free(mem);
+	return rc;
+}
 
 /*
  * Completing an upper directory (d->aux) from SRC's (d->fd), one entry:
@@ -493,7 +546,7 @@ static int merge_entry(void *arg, struct ovs_walk_dir *d, const char *name, cons
 	} else if (!S_ISDIR(sst.st_mode)) {
 		if (w->m && sst.st_nlink > 1)
 			/* Rule 6: links inside the subtree stay linked. */
-			return copy_up_linked(l, w->m, path, &sst);
+			return merge_linked(w, sdirfd, path, &sst);
 		rc = ovs_copy_to_work(l, sdirfd, name, false, &sst, tmp);
 		if (rc == 0)
 			rc = ovs_install(l, tmp, &sst, udirfd, name);
@@ -552,12 +605,14 @@ static const struct ovs_walk_ops merge_ops = {
 	.leave = merge_leave,
 };
 
-int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *path)
+int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
+			 const struct ovs_relpath *path)
 {
+	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 	int c, sfd, ufd, rc;
 
-	if (!*path)
+	if (!path->n)
 		return ovs_err(EINVAL, "the source root cannot be renamed");
 	c = coverage(l, path);
 	if (c < 0)
@@ -566,7 +621,7 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *p
 		return 0;
 	rc = src_stat(l, path, &st);
 	if (rc < 0)
-		return ovs_err(-rc, "preserve %s: %s", path, strerror(-rc));
+		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	if (!S_ISDIR(st.st_mode))
 		return c == OVS_NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
 	if (c == OVS_NOT_COVERED) {
@@ -574,17 +629,18 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *p
 		if (rc < 0)
 			return rc;
 	}
-	sfd = ovs_src_open(l, path, O_RDONLY | O_DIRECTORY);
+	sfd = ovs_src_open(l, path, path->n, O_RDONLY | O_DIRECTORY);
 	if (sfd < 0)
-		return ovs_err(-sfd, "open %s: %s", path, strerror(-sfd));
-	ufd = ovs_upper_open(l, path, O_RDONLY | O_DIRECTORY);
+		return ovs_err(-sfd, "open %s: %s", DESCRIBE(path, what), strerror(-sfd));
+	ufd = ovs_upper_open(l, path, path->n, O_RDONLY | O_DIRECTORY);
 	if (ufd < 0) {
 		close(sfd);
-		return ovs_err(-ufd, "open %s in the upper: %s", path, strerror(-ufd));
+		return ovs_err(-ufd, "open %s in the upper: %s", DESCRIBE(path, what),
+			       strerror(-ufd));
 	}
 	{
 		struct ovs_walk_dir root = { .fd = sfd, .aux = ufd };
-		struct merge_walk w = { .l = l, .m = m };
+		struct merge_walk w = { .l = l, .m = m, .root = path };
 
 		rc = ovs_upper_dir_times(ufd, root.times);
 		if (rc < 0) {
@@ -594,10 +650,13 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *p
 		}
 		/* One syncfs at the end instead of an fsync per parent
 		 * entry: files are still fsynced before they are moved in,
-		 * and each directory before it is marked opaque. */
+		 * and each directory before it is marked opaque.  The walk's
+		 * paths are relative to the renamed directory. */
 		l->batch = true;
-		rc = ovs_walk(&root, path, &merge_ops, &w);
+		rc = ovs_walk(&root, "", &merge_ops, &w);
 		l->batch = false;
+		if (rc < 0)
+			rc = ovs_err_keep(-rc, "preserve the tree of %s", DESCRIBE(path, what));
 	}
 	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->upperfd) < 0)
 		rc = ovs_err(errno, "sync the upper: %m");

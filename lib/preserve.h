@@ -3,8 +3,15 @@
  * snapshot-mount daemon before every change to SRC.  The overlay layer
  * format it writes (shared with merge and fsck) is in layer-format.h.
  *
- * Paths are relative to SRC's root: "" is the root itself, "a/b" a child.
- * They never start or end with '/', never contain "." or ".." components.
+ * An object is named by its chain of names from SRC's root (struct
+ * ovs_relpath), never by a path string: the engine walks the chain one
+ * component at a time with openat and no symlink followed, from SRC's fd
+ * and from the upper's fd (making the upper's missing parents as it
+ * goes), so no path of any length is ever built in one buffer or handed
+ * to the kernel whole (DESIGN.md rule 18).  Copy-up (copyup.c) is the
+ * mechanism under this policy: one object from (SRC directory, name) into
+ * (upper directory, name).
+ *
  * All calls return 0 (or the documented positive value) or -errno with a
  * message in ovs_last_error().  Calls are not thread-safe per layer: the
  * daemon serialises preserve+change pairs (rule 9).
@@ -13,10 +20,42 @@
 #define OVSNAP_PRESERVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "layer-format.h"
+
+/* ---- names ------------------------------------------------------------- */
+
+/*
+ * An object below SRC (or below a layer's root, which mirrors SRC) as its
+ * chain of names, top first: names[0] is an entry of the root, names[n-1]
+ * the object's own name; n == 0 is the root itself.  No name is empty,
+ * ".", ".." or holds a '/'.  The caller owns the names and keeps them
+ * unchanged during the call (the daemon lends its nodes' names under its
+ * lock).  srcdirfd is SRC's directory that holds names[n-1] when the
+ * caller has it open (any fd usable as a dirfd, O_PATH too), or -1: the
+ * engine then walks from SRC's root.
+ */
+struct ovs_relpath {
+	const char *const *names;
+	size_t n;
+	int srcdirfd;
+};
+
+/* Split a '/'-separated string (tests, the views' and fsck's path strings,
+ * the walker's path) into a chain: *mem holds the names and the vector,
+ * freed with free().  "" is the root.  -EINVAL for an empty, "." or ".."
+ * component. */
+int ovs_relpath_split(const char *path, struct ovs_relpath *rp, void **mem);
+/* The names joined by '/' (malloc'ed, NULL without memory): for tests and
+ * messages, never to open anything. */
+char *ovs_relpath_join(const struct ovs_relpath *rp);
+/* A human-readable form for messages, bounded by len (the last names are
+ * kept, "..." stands for the rest): never used to open anything. */
+const char *ovs_relpath_describe(const struct ovs_relpath *rp, char *buf, size_t len);
+#define OVS_RELPATH_DESCRIBE_MAX 512
 
 /* ---- a layer being written ----------------------------------------------- */
 
@@ -56,15 +95,21 @@ struct ovs_hlmap;
 int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside);
 void ovs_hlmap_free(struct ovs_hlmap *m);
 /* Keep it current: after link(), unlink() and rename() succeeded in SRC.
- * ovs_hlmap_link is given the object's path after the link exists. */
-int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const char *existing, const char *newpath);
-int ovs_hlmap_unlink(struct ovs_hlmap *m, int srcfd, const char *path,
+ * ovs_hlmap_link is given the object's names after the link exists. */
+int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
+		   const struct ovs_relpath *newpath);
+int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
 		     const struct stat *st_before);
-int ovs_hlmap_rename(struct ovs_hlmap *m, const char *from, const char *to);
-/* The names of the object at path (itself included); n == 1 if not linked. */
-int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const char *path,
-		    char ***names, size_t *n);
-void ovs_hlmap_names_free(char **names, size_t n);
+int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
+		     const struct ovs_relpath *to);
+/* RENAME_EXCHANGE of a and b. */
+int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
+		       const struct ovs_relpath *b);
+/* The names of the object at path (a copy of path first); n == 1 if not
+ * linked.  Each chain is the caller's (srcdirfd -1 but for the first). */
+int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
+		    struct ovs_relpath **names, size_t *n);
+void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n);
 
 /* ---- the rules ------------------------------------------------------------ */
 
@@ -72,8 +117,9 @@ void ovs_hlmap_names_free(char **names, size_t n);
  * 1 if path is covered in the layer (an entry at path, or an ancestor that
  * is a whiteout, a non-directory or an opaque directory), 0 if not.
  */
-int ovs_covered(struct ovs_layer *l, const char *path);
-/* The same for any layer's upper directory, no ovs_layer needed (views). */
+int ovs_covered(struct ovs_layer *l, const struct ovs_relpath *path);
+/* The same for any layer's upper directory, no ovs_layer needed, with a
+ * '/'-separated path (views), still walked one component at a time. */
 int ovs_covered_at(int upperfd, const char *path);
 
 /* How path is covered in the upper directory upperfd (read-only). */
@@ -84,6 +130,8 @@ enum ovs_coverage {
 	OVS_ENTRY_DIR,			/* ... a plain (merging) directory */
 	OVS_ENTRY_OPAQUE_DIR,		/* ... an opaque directory */
 };
+int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path);
+/* The same with a '/'-separated path (fsck). */
 int ovs_coverage_at(int upperfd, const char *path);
 
 /* Rule 1: before data or metadata of the existing object at path changes
@@ -91,17 +139,20 @@ int ovs_coverage_at(int upperfd, const char *path);
  * all its metadata (directories as metadata only), every hard-linked name
  * of it, parents as needed with their times restored (rule 7), durably
  * (rule 8).  No-op if covered. */
-int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m, const char *path);
+int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path);
 /* Rule 2: before a name is created at path: a whiteout if nothing was
  * there at snapshot time; if SRC has an object at path, it is preserved
  * as by ovs_preserve_object.  No-op if covered. */
-int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m, const char *path);
+int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
+		      const struct ovs_relpath *path);
 /* Rule 3: before the (empty) directory at path is removed: its copy in the
  * layer exists and is opaque. */
-int ovs_preserve_rmdir(struct ovs_layer *l, const char *path);
+int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path);
 /* Rule 4: before the directory at path is renamed: the whole subtree as of
  * the snapshot is in the layer (entries already there win; the rest is
  * cloned from SRC), and every directory of it is opaque. */
-int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m, const char *path);
+int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
+			 const struct ovs_relpath *path);
 
 #endif

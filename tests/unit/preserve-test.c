@@ -208,22 +208,46 @@ static int manifest(const char *root)
 
 /* ---- the link map ------------------------------------------------------------ */
 
+/* The engine names objects by their chain of names: split the command
+ * line's strings (a static pool: the test is short-lived). */
+static const struct ovs_relpath *rel(const char *path)
+{
+	static struct ovs_relpath pool[64];
+	static size_t next;
+	struct ovs_relpath *rp = &pool[next++ % 64];
+	void *mem;
+
+	if (ovs_relpath_split(path, rp, &mem) < 0) {
+		fprintf(stderr, "preserve-test: %s: %s\n", path, ovs_last_error());
+		exit(2);
+	}
+	return rp;
+}
+
 static int expect_names(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
 {
-	char **names;
+	struct ovs_relpath *names;
 	size_t n;
-	int rc = ovs_hlmap_names(m, srcfd, path, &names, &n);
+	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n);
+	char *first;
 
 	if (rc < 0)
 		return fail(path, rc);
-	if (n != want || strcmp(names[0], path)) {
+	first = ovs_relpath_join(&names[0]);
+	if (n != want || !first || strcmp(first, path)) {
 		fprintf(stderr, "preserve-test: %s: %zu names, want %zu:", path, n, want);
-		for (size_t i = 0; i < n; i++)
-			fprintf(stderr, " %s", names[i]);
+		for (size_t i = 0; i < n; i++) {
+			char *s = ovs_relpath_join(&names[i]);
+
+			fprintf(stderr, " %s", s ? s : "?");
+			free(s);
+		}
 		fprintf(stderr, "\n");
+		free(first);
 		ovs_hlmap_names_free(names, n);
 		return 1;
 	}
+	free(first);
 	ovs_hlmap_names_free(names, n);
 	return 0;
 }
@@ -249,31 +273,54 @@ static int hlmap_selftest(const char *src)
 	    expect_names(m, srcfd, "single", 1))
 		return 1;
 	/* link a -> e */
-	if (linkat(srcfd, "a", srcfd, "e", 0) < 0 || ovs_hlmap_link(m, srcfd, "a", "e") < 0)
+	if (linkat(srcfd, "a", srcfd, "e", 0) < 0 || ovs_hlmap_link(m, srcfd, rel("a"), rel("e")) < 0)
 		return fail("link", -errno);
 	if (expect_names(m, srcfd, "d/b", 3))
 		return 1;
 	/* link single -> single2: a new entry */
 	if (linkat(srcfd, "single", srcfd, "single2", 0) < 0 ||
-	    ovs_hlmap_link(m, srcfd, "single", "single2") < 0)
+	    ovs_hlmap_link(m, srcfd, rel("single"), rel("single2")) < 0)
 		return fail("link single", -errno);
 	if (expect_names(m, srcfd, "single2", 2))
 		return 1;
 	/* rename the directory d -> D: d/b becomes D/b */
-	if (renameat(srcfd, "d", srcfd, "D") < 0 || ovs_hlmap_rename(m, "d", "D") < 0)
+	if (renameat(srcfd, "d", srcfd, "D") < 0 || ovs_hlmap_rename(m, rel("d"), rel("D")) < 0)
 		return fail("rename", -errno);
 	if (expect_names(m, srcfd, "D/b", 3))
 		return 1;
 	/* unlink e */
 	if (fstatat(srcfd, "e", &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, "e", 0) < 0 ||
-	    ovs_hlmap_unlink(m, srcfd, "e", &st) < 0)
+	    ovs_hlmap_unlink(m, rel("e"), &st) < 0)
 		return fail("unlink", -errno);
 	if (expect_names(m, srcfd, "a", 2))
 		return 1;
 	/* rename single2 over a: a loses its old inode's name */
-	if (renameat(srcfd, "single2", srcfd, "a") < 0 || ovs_hlmap_rename(m, "single2", "a") < 0)
+	if (renameat(srcfd, "single2", srcfd, "a") < 0 || ovs_hlmap_rename(m, rel("single2"), rel("a")) < 0)
 		return fail("rename over", -errno);
 	if (expect_names(m, srcfd, "a", 2) || expect_names(m, srcfd, "D/b", 1))
+		return 1;
+	/* A link two levels down, then its directory moves up a level:
+	 * every name below it follows. */
+	if (mkdirat(srcfd, "D/x", 0755) < 0 || linkat(srcfd, "a", srcfd, "D/x/l", 0) < 0 ||
+	    ovs_hlmap_link(m, srcfd, rel("a"), rel("D/x/l")) < 0)
+		return fail("link below", -errno);
+	if (expect_names(m, srcfd, "D/x/l", 3))
+		return 1;
+	if (renameat(srcfd, "D/x", srcfd, "y") < 0 || ovs_hlmap_rename(m, rel("D/x"), rel("y")) < 0)
+		return fail("rename up", -errno);
+	if (expect_names(m, srcfd, "y/l", 3) || expect_names(m, srcfd, "single", 3))
+		return 1;
+	/* Two directories exchanged: each one's names follow it. */
+	if (renameat2(srcfd, "y", srcfd, "D", RENAME_EXCHANGE) < 0 ||
+	    ovs_hlmap_exchange(m, rel("y"), rel("D")) < 0)
+		return fail("exchange", -errno);
+	if (expect_names(m, srcfd, "D/l", 3) || expect_names(m, srcfd, "y/b", 1))
+		return 1;
+	/* A linked file moves to another directory. */
+	if (renameat(srcfd, "D/l", srcfd, "y/l2") < 0 ||
+	    ovs_hlmap_rename(m, rel("D/l"), rel("y/l2")) < 0)
+		return fail("rename file", -errno);
+	if (expect_names(m, srcfd, "y/l2", 3) || expect_names(m, srcfd, "a", 3))
 		return 1;
 	ovs_hlmap_free(m);
 	close(srcfd);
@@ -332,17 +379,18 @@ int main(int argc, char **argv)
 		return fail("hard link map", rc);
 	for (i = 5; i < argc; i++) {
 		const char *p = argv[i];
+		const struct ovs_relpath *rp = rel(p);
 
 		if (!strcmp(op, "object") || !strcmp(op, "cloned"))
-			rc = ovs_preserve_object(l, m, p);
+			rc = ovs_preserve_object(l, m, rp);
 		else if (!strcmp(op, "name"))
-			rc = ovs_preserve_name(l, m, p);
+			rc = ovs_preserve_name(l, m, rp);
 		else if (!strcmp(op, "rmdir"))
-			rc = ovs_preserve_rmdir(l, p);
+			rc = ovs_preserve_rmdir(l, rp);
 		else if (!strcmp(op, "subtree"))
-			rc = ovs_preserve_subtree(l, m, p);
+			rc = ovs_preserve_subtree(l, m, rp);
 		else if (!strcmp(op, "covered"))
-			rc = ovs_covered(l, p);
+			rc = ovs_covered(l, rp);
 		else {
 			fprintf(stderr, "preserve-test: unknown operation %s\n", op);
 			return 2;

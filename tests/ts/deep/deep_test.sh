@@ -3,13 +3,15 @@
 # user: a tree deeper than a recursive walk survives (take, rename of its
 # top, activate, merge, drop, fsck), and every operation on a name of
 # NAME_MAX bytes and on a path of PATH_MAX - 1 bytes relative to the cwd
-# gives what the native filesystem gives, before and after a take.
+# gives what the native filesystem gives, before and after a take; and
+# objects whose path from SRC is longer than PATH_MAX are preserved.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_cmd python3
 ovs_require_cmd setpriv
 
 LONGNAMES=$OVSNAP_SRCDIR/tests/ts/deep/longnames.py
+BEYOND=$OVSNAP_SRCDIR/tests/ts/deep/beyond.py
 # Levels of "t": deeper than the old recursive walks survived, while the
 # absolute paths (under $OVS_TMP) stay below PATH_MAX for the oracle.
 DEPTH=1990
@@ -137,6 +139,46 @@ test_long_names_and_paths() {
 	ok "the daemon is alive"
 	assertEquals "the daemon is alive: stdout" "$(ls "$OVS_MNT/native/c")" "$OVS_OUT"
 	ovs_oracle_check "$SRC" "$MF"
+}
+
+# The engine reaches every object one name at a time, from SRC's fd and
+# from the upper's, never by a path built from SRC (rule 18): preserve
+# objects whose path from SRC is about twice PATH_MAX (32 directories of
+# NAME_MAX bytes), changed by a process whose cwd is at the bottom, with
+# names hard-linked across the whole depth, a new name, an rmdir and a
+# directory rename.  The snapshot, mounted with kernel overlayfs and
+# walked down in pieces, shows the tree as it was at the take.
+test_preserve_beyond_path_max() {
+	local levels=32 before upper view
+
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" build
+	ok "build"
+	assertEquals "build: every step" "" "$(printf '%s\n' "$OVS_OUT" | grep -v ': OK$')"
+	ovs_run "$OVSNAP" take "$SRC"
+	ok "take"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" show
+	ok "show before the change"
+	before=$OVS_OUT
+	assertContains "show before the change" "$before" "f: old"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" change
+	ok "change from the bottom"
+	assertEquals "change from the bottom: every step" "" \
+		"$(printf '%s\n' "$OVS_OUT" | grep -v ': OK$')"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" show
+	ok "show after the change"
+	assertContains "the live tree changed" "$OVS_OUT" "f: new"
+	assertContains "the live tree changed: hl" "$OVS_OUT" "hl: new"
+
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	ok "deactivate"
+	upper=$(ovs_snapshot_layers "$SRC" | awk '$1 == 1 { $1 = ""; sub(/^ /, ""); print }')
+	assertNotEquals "the upper of snapshot 1" "" "$upper"
+	view=$OVS_TMP/view.beyond
+	ovs_overlay_mount "$view" "$upper:$SRC" || fail "overlay mount of snapshot 1"
+	ovs_run python3 "$BEYOND" "$view" "$levels" show
+	umount "$view" || umount -l "$view"
+	ok "show in snapshot 1"
+	assertEquals "snapshot 1 shows the tree as it was at the take" "$before" "$OVS_OUT"
 }
 
 . "$SHUNIT2"
