@@ -155,9 +155,14 @@ static int set_name_locked(struct dnode *n, struct dnode *parent, const char *na
 
 	if (name) {
 		copy = strdup(name);
-		if (!copy)
+		if (!copy) {
+			/* The object's name changed in SRC all the same:
+			 * what the node says is wrong from now on. */
+			n->name_lost = true;
 			return -ENOMEM;
+		}
 	}
+	n->name_lost = false;
 	if (parent)
 		parent->children++;
 	n->parent = parent;
@@ -283,6 +288,9 @@ static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath 
 	rp->n = 0;
 	rp->srcdirfd = -1;
 	for (p = n; p != D.root; p = p->parent) {
+		/* a stale name must not steer a preserve to the wrong place */
+		if (p->name_lost)
+			return -EIO;
 		if (!p->name || !p->parent)
 			return -ENOENT;
 		depth++;

@@ -40,6 +40,10 @@ struct dnode {
 	unsigned children;	/* nodes whose parent this is */
 	unsigned nopen;		/* open handles (files and directories) */
 	unsigned nwriters;	/* handles open for writing */
+	/* A change of the name failed (no memory): parent/name are out of
+	 * date, and so are the chains of everything below; a preserve
+	 * through them fails with EIO until a later change names it again. */
+	bool name_lost;
 	struct dnode *parent;
 	char *name;
 	/* Epoch of the layer in which this object was last found covered
@@ -126,7 +130,8 @@ struct dnode *node_find(dev_t dev, ino_t ino);
  * directory that holds the last name.  The names are the nodes' own (and
  * name): valid while the caller holds change_lock, which every change of
  * a node's name holds too.  -ENOENT when the object has no known name any
- * more, -ENOMEM.  Free with node_relpath_free(). */
+ * more, -EIO when a name on the way is out of date (name_lost), -ENOMEM.
+ * Free with node_relpath_free(). */
 int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp);
 void node_relpath_free(struct ovs_relpath *rp);
 /* n's chain of names for a message, bounded by len (any caller). */
