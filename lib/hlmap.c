@@ -9,13 +9,17 @@
  * hangs from a node of a small tree of the directories that lead to
  * linked files (struct hl_dir, one per directory, shared by every name
  * below it), so renaming a directory relabels one node and a name's chain
- * is read by walking up its parents.
+ * is read by walking up its parents.  A node's children are found through
+ * one hash table of the whole tree keyed by (parent node, name), so a
+ * directory with thousands of subdirectories (pnpm's node_modules/.pnpm, a
+ * cp -al backup) costs no more to search than a small one.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +42,7 @@ struct hl_key {
 struct hl_dir {
 	struct hl_dir *parent;	/* NULL: SRC's root */
 	char *name;		/* its name in parent (NULL for the root) */
-	struct hl_dir *kids, *sib;
+	struct hl_dir *hnext;	/* chain in the map's table of directories */
 	size_t refs;		/* names and directories hanging from it */
 };
 
@@ -59,6 +63,11 @@ struct ovs_hlmap {
 	struct hl_entry **buckets;
 	size_t nbuckets, count;
 	struct hl_dir root;
+	/* every directory but the root, keyed by (parent, name) */
+	struct hl_dir **dirs;
+	size_t ndirbuckets, ndirs;
+	/* an update could not be recorded: the names are no longer known */
+	bool invalid;
 };
 
 static size_t key_hash(const struct hl_key *k)
@@ -147,11 +156,14 @@ static int grow(struct ovs_hlmap *m)
 	return 0;
 }
 
-static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *k)
+static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *k,
+				      bool *added)
 {
 	struct hl_entry *e = lookup(m, k);
 	size_t h;
 
+	if (added)
+		*added = !e;
 	if (e)
 		return e;
 	if (m->count >= m->nbuckets && grow(m) < 0)
@@ -169,13 +181,67 @@ static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *
 
 /* ---- the directory tree --------------------------------------------------- */
 
-static void dir_unhook(struct hl_dir *d)
+static size_t dir_hash(const struct hl_dir *parent, const char *name)
 {
-	struct hl_dir **pp = &d->parent->kids;
+	size_t h = 1469598103934665603ULL ^ (size_t)(uintptr_t)parent;
+	const unsigned char *p = (const unsigned char *)name;
 
-	for (; *pp; pp = &(*pp)->sib) {
+	for (; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static struct hl_dir **dir_slot(struct ovs_hlmap *m, const struct hl_dir *parent,
+				const char *name)
+{
+	return &m->dirs[dir_hash(parent, name) % m->ndirbuckets];
+}
+
+/* Twice the buckets; on no memory the chains just grow longer. */
+static void dirs_grow(struct ovs_hlmap *m)
+{
+	size_t nb = m->ndirbuckets * 2, i;
+	struct hl_dir **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (i = 0; i < m->ndirbuckets; i++) {
+		struct hl_dir *d = m->dirs[i], *next;
+
+		for (; d; d = next) {
+			size_t h = dir_hash(d->parent, d->name) % nb;
+
+			next = d->hnext;
+			d->hnext = b[h];
+			b[h] = d;
+		}
+	}
+	free(m->dirs);
+	m->dirs = b;
+	m->ndirbuckets = nb;
+}
+
+/* Put d (parent and name set) in the table. */
+static void dir_hook(struct ovs_hlmap *m, struct hl_dir *d)
+{
+	struct hl_dir **slot;
+
+	if (m->ndirs >= m->ndirbuckets)
+		dirs_grow(m);
+	slot = dir_slot(m, d->parent, d->name);
+	d->hnext = *slot;
+	*slot = d;
+	m->ndirs++;
+}
+
+static void dir_unhook(struct ovs_hlmap *m, struct hl_dir *d)
+{
+	struct hl_dir **pp = dir_slot(m, d->parent, d->name);
+
+	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == d) {
-			*pp = d->sib;
+			*pp = d->hnext;
+			m->ndirs--;
 			break;
 		}
 	}
@@ -183,23 +249,25 @@ static void dir_unhook(struct hl_dir *d)
 
 /* One reference less on d: a directory nothing hangs from goes, and its
  * parent loses one in turn.  The root stays. */
-static void dir_put(struct hl_dir *d)
+static void dir_put(struct ovs_hlmap *m, struct hl_dir *d)
 {
 	while (d && d->parent && --d->refs == 0) {
 		struct hl_dir *parent = d->parent;
 
-		dir_unhook(d);
+		dir_unhook(m, d);
 		free(d->name);
 		free(d);
 		d = parent;
 	}
 }
 
-static struct hl_dir *dir_child(struct hl_dir *d, const char *name)
+static struct hl_dir *dir_child(struct ovs_hlmap *m, const struct hl_dir *d, const char *name)
 {
-	for (d = d->kids; d; d = d->sib)
-		if (!strcmp(d->name, name))
-			return d;
+	struct hl_dir *k;
+
+	for (k = *dir_slot(m, d, name); k; k = k->hnext)
+		if (k->parent == d && !strcmp(k->name, name))
+			return k;
 	return NULL;
 }
 
@@ -212,7 +280,7 @@ static struct hl_dir *dir_get(struct ovs_hlmap *m, const char *const *names, siz
 	size_t i;
 
 	for (i = 0; i < depth; i++, d = k) {
-		k = dir_child(d, names[i]);
+		k = dir_child(m, d, names[i]);
 		if (k)
 			continue;
 		if (!create)
@@ -223,8 +291,7 @@ static struct hl_dir *dir_get(struct ovs_hlmap *m, const char *const *names, siz
 			goto fail;
 		}
 		k->parent = d;
-		k->sib = d->kids;
-		d->kids = k;
+		dir_hook(m, k);
 		d->refs++;	/* k hangs from d */
 	}
 	if (create)
@@ -234,7 +301,7 @@ fail:
 	/* d, if made on the way, holds nothing yet. */
 	if (d->parent && d->refs == 0) {
 		d->refs = 1;
-		dir_put(d);
+		dir_put(m, d);
 	}
 	return NULL;
 }
@@ -264,7 +331,7 @@ static struct hl_where where_of(struct ovs_hlmap *m, const struct ovs_relpath *p
 	w.dir = dir_get(m, path->names, path->n - 1, false);
 	w.base = path->names[path->n - 1];
 	if (w.dir)
-		w.self = dir_child(w.dir, w.base);
+		w.self = dir_child(m, w.dir, w.base);
 	return w;
 }
 
@@ -281,10 +348,10 @@ static bool name_within(const struct hl_name *nm, const struct hl_where *w)
 
 /* ---- entries ------------------------------------------------------------------ */
 
-static void remove_name_at(struct hl_entry *e, size_t i)
+static void remove_name_at(struct ovs_hlmap *m, struct hl_entry *e, size_t i)
 {
 	free(e->names[i].name);
-	dir_put(e->names[i].dir);
+	dir_put(m, e->names[i].dir);
 	e->names[i] = e->names[--e->n];
 }
 
@@ -299,7 +366,7 @@ static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
 		}
 	}
 	while (victim->n)
-		remove_name_at(victim, victim->n - 1);
+		remove_name_at(m, victim, victim->n - 1);
 	free(victim->names);
 	free(victim);
 	m->count--;
@@ -317,33 +384,39 @@ static bool has_name(const struct hl_entry *e, const struct hl_where *w)
 
 static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_relpath *path)
 {
-	struct hl_where w = where_of(m, path);
-	struct hl_dir *d;
+	struct hl_where w = { 0 };
 	char *copy;
 
 	if (!path->n)
 		return -EINVAL;
-	if (has_name(e, &w))
+	/* One walk down the chain: the directory's node, held for the name. */
+	w.dir = dir_get(m, path->names, path->n - 1, true);
+	if (!w.dir)
+		return -ENOMEM;
+	w.base = path->names[path->n - 1];
+	if (has_name(e, &w)) {
+		dir_put(m, w.dir);
 		return 0;
+	}
 	if (e->n == e->cap) {
 		size_t cap = e->cap ? e->cap * 2 : 2;
 		struct hl_name *n = realloc(e->names, cap * sizeof(*n));
 
 		if (!n)
-			return -ENOMEM;
+			goto nomem;
 		e->names = n;
 		e->cap = cap;
 	}
-	copy = strdup(path->names[path->n - 1]);
-	d = copy ? dir_get(m, path->names, path->n - 1, true) : NULL;
-	if (!d) {
-		free(copy);
-		return -ENOMEM;
-	}
-	e->names[e->n].dir = d;
+	copy = strdup(w.base);
+	if (!copy)
+		goto nomem;
+	e->names[e->n].dir = w.dir;
 	e->names[e->n].name = copy;
 	e->n++;
 	return 0;
+nomem:
+	dir_put(m, w.dir);
+	return -ENOMEM;
 }
 
 /* A copy of the n names of v in one block (the vector, then the names),
@@ -400,7 +473,11 @@ static int map_new(struct ovs_hlmap **out)
 		return -ENOMEM;
 	m->nbuckets = 64;
 	m->buckets = calloc(m->nbuckets, sizeof(*m->buckets));
-	if (!m->buckets) {
+	m->ndirbuckets = 64;
+	m->dirs = calloc(m->ndirbuckets, sizeof(*m->dirs));
+	if (!m->buckets || !m->dirs) {
+		free(m->buckets);
+		free(m->dirs);
 		free(m);
 		return -ENOMEM;
 	}
@@ -419,6 +496,7 @@ void ovs_hlmap_free(struct ovs_hlmap *m)
 		while (m->buckets[i])
 			drop_entry(m, m->buckets[i]);
 	free(m->buckets);
+	free(m->dirs);	/* empty now: every node went with its last name */
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -433,13 +511,9 @@ struct scan {
 	size_t nnl, capnl;
 };
 
+/* Called once per entry, when the scan meets its first name. */
 static int note_nlink(struct scan *s, struct hl_entry *e, nlink_t nlink)
 {
-	size_t i;
-
-	for (i = s->nnl; i-- > 0; )	/* links are often close together */
-		if (s->nl[i].e == e)
-			return 0;
 	if (s->nnl == s->capnl) {
 		size_t cap = s->capnl ? s->capnl * 2 : 64;
 		struct hl_nlink *n = realloc(s->nl, cap * sizeof(*n));
@@ -476,6 +550,7 @@ static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const
 		struct ovs_relpath rp;
 		struct hl_key k;
 		struct hl_entry *e;
+		bool added;
 		void *mem;
 
 		rc = get_key(d->fd, name, &k);
@@ -484,8 +559,9 @@ static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const
 		rc = ovs_relpath_split(path, &rp, &mem);
 		if (rc < 0)
 			return rc;
-		e = lookup_or_add(s->m, &k);
-		rc = !e || add_name(s->m, e, &rp) < 0 || note_nlink(s, e, st.st_nlink) < 0;
+		e = lookup_or_add(s->m, &k, &added);
+		rc = !e || add_name(s->m, e, &rp) < 0 ||
+		     (added && note_nlink(s, e, st.st_nlink) < 0);
 		free(mem);
 		if (rc)
 			return ovs_err(ENOMEM, "hard link map: out of memory");
@@ -550,7 +626,7 @@ int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *exi
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(newpath, what),
 			       strerror(-rc));
 	pthread_mutex_lock(&m->lock);
-	e = lookup_or_add(m, &k);
+	e = lookup_or_add(m, &k, NULL);
 	rc = !e || add_name(m, e, existing) < 0 || add_name(m, e, newpath) < 0 ? -ENOMEM : 0;
 	pthread_mutex_unlock(&m->lock);
 	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
@@ -575,7 +651,7 @@ int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
 			for (i = 0; i < e->n; i++) {
 				if (!name_is(&e->names[i], &w))
 					continue;
-				remove_name_at(e, i);
+				remove_name_at(m, e, i);
 				/* One name left and no more links: a plain file. */
 				if (e->n == 0 || (e->n == 1 && st_before &&
 						  st_before->st_nlink <= 2))
@@ -618,7 +694,7 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 			next = e->next;
 			for (i = 0; i < e->n; )
 				if (name_within(&e->names[i], &wt))
-					remove_name_at(e, i);
+					remove_name_at(m, e, i);
 				else
 					i++;
 			if (e->n == 0)
@@ -653,7 +729,7 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 				free(nm->name);
 				nm->name = copy;
 				tdir->refs++;
-				dir_put(nm->dir);
+				dir_put(m, nm->dir);
 				nm->dir = tdir;
 			}
 		}
@@ -668,17 +744,16 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 			rc = ovs_err(ENOMEM, "hard link map: out of memory");
 			goto out;
 		}
+		dir_unhook(m, d);
 		free(d->name);
 		d->name = copy;
-		dir_unhook(d);
 		d->parent = tdir;
-		d->sib = tdir->kids;
-		tdir->kids = d;
+		dir_hook(m, d);
 		tdir->refs++;
-		dir_put(old);
+		dir_put(m, old);
 	}
 out:
-	dir_put(tdir);
+	dir_put(m, tdir);
 	return rc;
 }
 

@@ -8,6 +8,9 @@
  *                                               covered cloned
  *   preserve-test manifest DIR                  one line per object
  *   preserve-test hlmap SRC                     self-test of the link map
+ *   preserve-test hlbench DIR NDIRS NFILES      time the link map on DIR/a and
+ *                                               its cp -al copy DIR/b, NDIRS
+ *                                               directories of NFILES files
  *
  * OP builds the hard link map of SRC first, as the daemon does at setup.
  * "covered" prints 1 or 0 per path; "cloned" preserves like "object" and
@@ -24,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libovsnap.h"
@@ -327,6 +331,83 @@ static int hlmap_selftest(const char *src)
 	return 0;
 }
 
+/* ---- timing the link map (no assertion: figures for a human) ---------------- */
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int hlmap_bench(const char *dir, long ndirs, long nfiles)
+{
+	char a[64], b[64], c[64];
+	struct ovs_hlmap *m;
+	size_t outside, total = 0;
+	double t0, t1, t2, t3;
+	long i, j;
+	int dfd, fd;
+
+	if (ndirs <= 0 || nfiles <= 0 || ndirs > 1000000 || nfiles > 1000000)
+		return fail("hlbench: NDIRS and NFILES are 1..1000000", -EINVAL);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return fail(dir, -errno);
+	if (mkdirat(dfd, "a", 0755) < 0 || mkdirat(dfd, "b", 0755) < 0)
+		return fail("mkdir (DIR must be empty)", -errno);
+	for (i = 0; i < ndirs; i++) {
+		snprintf(a, sizeof(a), "a/d%06ld", i);
+		snprintf(b, sizeof(b), "b/d%06ld", i);
+		if (mkdirat(dfd, a, 0755) < 0 || mkdirat(dfd, b, 0755) < 0)
+			return fail(a, -errno);
+		for (j = 0; j < nfiles; j++) {
+			snprintf(a, sizeof(a), "a/d%06ld/f%04ld", i, j);
+			snprintf(b, sizeof(b), "b/d%06ld/f%04ld", i, j);
+			fd = openat(dfd, a, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (fd < 0 || close(fd) < 0 || linkat(dfd, a, dfd, b, 0) < 0)
+				return fail(b, -errno);
+		}
+	}
+	t0 = now();
+	if (ovs_hlmap_build(dfd, &m, &outside) < 0)
+		return fail("hard link map", -EIO);
+	t1 = now();
+	/* Every file's names, as a preserve of each would ask. */
+	for (i = 0; i < ndirs; i++) {
+		for (j = 0; j < nfiles; j++) {
+			struct ovs_relpath *names;
+			size_t n;
+
+			snprintf(b, sizeof(b), "b/d%06ld/f%04ld", i, j);
+			if (ovs_hlmap_names(m, dfd, rel(b), &names, &n) < 0)
+				return fail(b, -EIO);
+			total += n;
+			ovs_hlmap_names_free(names, n);
+		}
+	}
+	t2 = now();
+	/* Each directory of b renamed, and one more link in it. */
+	for (i = 0; i < ndirs; i++) {
+		snprintf(b, sizeof(b), "b/d%06ld", i);
+		snprintf(c, sizeof(c), "b/e%06ld", i);
+		if (renameat(dfd, b, dfd, c) < 0 || ovs_hlmap_rename(m, rel(b), rel(c)) < 0)
+			return fail(c, -EIO);
+		snprintf(a, sizeof(a), "b/e%06ld/f0000", i);
+		snprintf(c, sizeof(c), "b/e%06ld/l", i);
+		if (linkat(dfd, a, dfd, c, 0) < 0 || ovs_hlmap_link(m, dfd, rel(a), rel(c)) < 0)
+			return fail(c, -EIO);
+	}
+	t3 = now();
+	printf("%ld dirs x %ld files x 2 names: build %.3f s, names of each %.3f s "
+	       "(%zu names), rename+link per dir %.3f s\n",
+	       ndirs, nfiles, t1 - t0, t2 - t1, total, t3 - t2);
+	ovs_hlmap_free(m);
+	close(dfd);
+	return 0;
+}
+
 /* ---- driving the engine ----------------------------------------------------- */
 
 static int init_layer(const char *src, const char *upper, const char *work)
@@ -359,6 +440,8 @@ int main(int argc, char **argv)
 		return manifest(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "hlmap"))
 		return hlmap_selftest(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "hlbench"))
+		return hlmap_bench(argv[2], atol(argv[3]), atol(argv[4]));
 	if (argc == 5 && !strcmp(argv[1], "init"))
 		return init_layer(argv[2], argv[3], argv[4]);
 	if (argc < 6) {
