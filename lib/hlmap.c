@@ -612,6 +612,16 @@ int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
 
 /* ---- keeping it current ------------------------------------------------------ */
 
+/* An update failed part-way: from now on the map cannot be trusted to
+ * know every name of a linked file (rule 6), so it says so instead of
+ * answering with fewer names. */
+static void invalidate(struct ovs_hlmap *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->invalid = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
 #define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
 
 int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
@@ -622,12 +632,16 @@ int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *exi
 	struct hl_entry *e;
 	int rc = key_of_path(srcfd, newpath, &k, NULL);
 
-	if (rc < 0)
+	if (rc < 0) {
+		invalidate(m);
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(newpath, what),
 			       strerror(-rc));
+	}
 	pthread_mutex_lock(&m->lock);
 	e = lookup_or_add(m, &k, NULL);
 	rc = !e || add_name(m, e, existing) < 0 || add_name(m, e, newpath) < 0 ? -ENOMEM : 0;
+	if (rc < 0)
+		m->invalid = true;
 	pthread_mutex_unlock(&m->lock);
 	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
 }
@@ -764,6 +778,8 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
 
 	pthread_mutex_lock(&m->lock);
 	rc = rename_locked(m, from, to);
+	if (rc < 0)
+		m->invalid = true;
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
@@ -782,6 +798,8 @@ int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 		rc = rename_locked(m, b, a);
 	if (rc == 0)
 		rc = rename_locked(m, &tmp, b);
+	if (rc < 0)
+		m->invalid = true;	/* names may be left parked under "/" */
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
@@ -802,8 +820,14 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *pa
 	if (rc < 0)
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(path, what), strerror(-rc));
 	pthread_mutex_lock(&m->lock);
-	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		if (m->invalid) {
+			pthread_mutex_unlock(&m->lock);
+			return ovs_err(EIO, "names of %s: the hard link map lost track of "
+				       "links after an earlier failure", DESCRIBE(path, what));
+		}
 		e = lookup(m, &k);
+	}
 	if (e)
 		cnt += e->n;
 	out = calloc(cnt, sizeof(*out));

@@ -326,6 +326,27 @@ static int hlmap_selftest(const char *src)
 		return fail("rename file", -errno);
 	if (expect_names(m, srcfd, "y/l2", 3) || expect_names(m, srcfd, "a", 3))
 		return 1;
+	/* An update that fails (here: a link whose new name is not there)
+	 * makes the map refuse to name linked files rather than name too
+	 * few; a directory needs no map and still works. */
+	if (ovs_hlmap_link(m, srcfd, rel("a"), rel("no such name")) >= 0)
+		return fail("link of a missing name succeeded", -EINVAL);
+	{
+		struct ovs_relpath *names;
+		size_t n;
+
+		rc = ovs_hlmap_names(m, srcfd, rel("a"), &names, &n);
+		if (rc != -EIO) {
+			if (rc >= 0)
+				ovs_hlmap_names_free(names, n);
+			fprintf(stderr, "preserve-test: names on an invalid map: %d, want -EIO\n",
+				rc);
+			return 1;
+		}
+		if (ovs_hlmap_names(m, srcfd, rel("D"), &names, &n) < 0)
+			return fail("names of a directory on an invalid map", -EIO);
+		ovs_hlmap_names_free(names, n);
+	}
 	ovs_hlmap_free(m);
 	close(srcfd);
 	return 0;
