@@ -6,6 +6,9 @@
  *   preserve-test init SRC UPPER WORK           new layer, root metadata
  *   preserve-test OP SRC UPPER WORK PATH...     OP: object name rmdir subtree
  *                                               covered cloned
+ *   preserve-test objectat SRC UPPER WORK DIR PATH...
+ *                                               object, each PATH given the
+ *                                               open SRC/DIR as its srcdirfd
  *   preserve-test manifest DIR                  one line per object
  *   preserve-test hlmap SRC                     self-test of the link map
  *   preserve-test hlbench DIR NDIRS NFILES      time the link map on DIR/a and
@@ -214,7 +217,7 @@ static int manifest(const char *root)
 
 /* The engine names objects by their chain of names: split the command
  * line's strings (a static pool: the test is short-lived). */
-static const struct ovs_relpath *rel(const char *path)
+static struct ovs_relpath *rel(const char *path)
 {
 	static struct ovs_relpath pool[64];
 	static size_t next;
@@ -455,7 +458,7 @@ int main(int argc, char **argv)
 	struct ovs_hlmap *m;
 	const char *op;
 	size_t outside;
-	int srcfd, rc, i;
+	int srcfd, rc, i, first = 5, dirfd = -1;
 
 	if (argc == 3 && !strcmp(argv[1], "manifest"))
 		return manifest(argv[2]);
@@ -481,11 +484,20 @@ int main(int argc, char **argv)
 	rc = ovs_hlmap_build(srcfd, &m, &outside);
 	if (rc < 0)
 		return fail("hard link map", rc);
-	for (i = 5; i < argc; i++) {
+	if (!strcmp(op, "objectat")) {
+		/* The daemon's case: the directory holding the last name is
+		 * open already, so the engine starts there, not at the root. */
+		dirfd = openat(srcfd, argv[5], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dirfd < 0)
+			return fail(argv[5], -errno);
+		first = 6;
+	}
+	for (i = first; i < argc; i++) {
 		const char *p = argv[i];
-		const struct ovs_relpath *rp = rel(p);
+		struct ovs_relpath *rp = rel(p);
 
-		if (!strcmp(op, "object") || !strcmp(op, "cloned"))
+		rp->srcdirfd = dirfd;
+		if (!strcmp(op, "object") || !strcmp(op, "cloned") || !strcmp(op, "objectat"))
 			rc = ovs_preserve_object(l, m, rp);
 		else if (!strcmp(op, "name"))
 			rc = ovs_preserve_name(l, m, rp);
@@ -508,6 +520,8 @@ int main(int argc, char **argv)
 	}
 	ovs_hlmap_free(m);
 	ovs_layer_close(l);
+	if (dirfd >= 0)
+		close(dirfd);
 	close(srcfd);
 	return 0;
 }
