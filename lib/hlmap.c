@@ -12,7 +12,10 @@
  * is read by walking up its parents.  A node's children are found through
  * one hash table of the whole tree keyed by (parent node, name), so a
  * directory with thousands of subdirectories (pnpm's node_modules/.pnpm, a
- * cp -al backup) costs no more to search than a small one.
+ * cp -al backup) costs no more to search than a small one.  Likewise an
+ * index of every recorded name, keyed by (directory node, name), leads
+ * unlink and rename straight to the entry that has the name, instead of
+ * searching every entry of the map.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +54,14 @@ struct hl_name {
 	char *name;
 };
 
+/* A name's place in the map's index of names.  Several names of one entry
+ * may share a bucket: any of their refs leads to the entry, whose few
+ * names are then compared. */
+struct hl_ref {
+	struct hl_ref *next;
+	struct hl_entry *e;
+};
+
 struct hl_entry {
 	struct hl_entry *next;
 	struct hl_key key;
@@ -66,6 +77,9 @@ struct ovs_hlmap {
 	/* every directory but the root, keyed by (parent, name) */
 	struct hl_dir **dirs;
 	size_t ndirbuckets, ndirs;
+	/* every name, keyed by (directory node, name): its entry */
+	struct hl_ref **refs;
+	size_t nrefbuckets, nrefs;
 	/* an update could not be recorded: the names are no longer known */
 	bool invalid;
 };
@@ -346,10 +360,103 @@ static bool name_within(const struct hl_name *nm, const struct hl_where *w)
 	return name_is(nm, w) || (w->self && dir_within(nm->dir, w->self));
 }
 
+/* ---- the index of names ------------------------------------------------------ */
+
+static struct hl_ref **ref_slot(struct ovs_hlmap *m, const struct hl_dir *dir, const char *name)
+{
+	return &m->refs[dir_hash(dir, name) % m->nrefbuckets];
+}
+
+/* Twice the buckets; on no memory the chains just grow longer. */
+static void refs_grow(struct ovs_hlmap *m)
+{
+	size_t nb = m->nrefbuckets * 2, b, i;
+	struct hl_ref **t = calloc(nb, sizeof(*t));
+
+	if (!t)
+		return;
+	/* Rehashed from the entries: a ref does not know its name. */
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e;
+
+		for (e = m->buckets[b]; e; e = e->next) {
+			for (i = 0; i < e->n; i++) {
+				struct hl_ref **from = ref_slot(m, e->names[i].dir,
+								e->names[i].name), *r, **pp;
+				size_t h = dir_hash(e->names[i].dir, e->names[i].name) % nb;
+
+				for (pp = from; (r = *pp); pp = &r->next)
+					if (r->e == e)
+						break;
+				if (!r)
+					continue;
+				*pp = r->next;
+				r->next = t[h];
+				t[h] = r;
+			}
+		}
+	}
+	free(m->refs);
+	m->refs = t;
+	m->nrefbuckets = nb;
+}
+
+static int ref_add(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
+		   const char *name)
+{
+	struct hl_ref *r = malloc(sizeof(*r)), **slot;
+
+	if (!r)
+		return -ENOMEM;
+	if (m->nrefs >= m->nrefbuckets)
+		refs_grow(m);
+	slot = ref_slot(m, dir, name);
+	r->e = e;
+	r->next = *slot;
+	*slot = r;
+	m->nrefs++;
+	return 0;
+}
+
+static void ref_del(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
+		    const char *name)
+{
+	struct hl_ref **pp, *r;
+
+	for (pp = ref_slot(m, dir, name); (r = *pp); pp = &r->next) {
+		if (r->e == e) {
+			*pp = r->next;
+			free(r);
+			m->nrefs--;
+			return;
+		}
+	}
+}
+
+/* The entry that has the name at w, and the name's index in it. */
+static struct hl_entry *find_name(struct ovs_hlmap *m, const struct hl_where *w, size_t *at)
+{
+	struct hl_ref *r;
+	size_t i;
+
+	if (!w->dir)
+		return NULL;
+	for (r = *ref_slot(m, w->dir, w->base); r; r = r->next) {
+		for (i = 0; i < r->e->n; i++) {
+			if (name_is(&r->e->names[i], w)) {
+				*at = i;
+				return r->e;
+			}
+		}
+	}
+	return NULL;
+}
+
 /* ---- entries ------------------------------------------------------------------ */
 
 static void remove_name_at(struct ovs_hlmap *m, struct hl_entry *e, size_t i)
 {
+	ref_del(m, e, e->names[i].dir, e->names[i].name);
 	free(e->names[i].name);
 	dir_put(m, e->names[i].dir);
 	e->names[i] = e->names[--e->n];
@@ -410,6 +517,10 @@ static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_re
 	copy = strdup(w.base);
 	if (!copy)
 		goto nomem;
+	if (ref_add(m, e, w.dir, copy) < 0) {
+		free(copy);
+		goto nomem;
+	}
 	e->names[e->n].dir = w.dir;
 	e->names[e->n].name = copy;
 	e->n++;
@@ -475,9 +586,12 @@ static int map_new(struct ovs_hlmap **out)
 	m->buckets = calloc(m->nbuckets, sizeof(*m->buckets));
 	m->ndirbuckets = 64;
 	m->dirs = calloc(m->ndirbuckets, sizeof(*m->dirs));
-	if (!m->buckets || !m->dirs) {
+	m->nrefbuckets = 64;
+	m->refs = calloc(m->nrefbuckets, sizeof(*m->refs));
+	if (!m->buckets || !m->dirs || !m->refs) {
 		free(m->buckets);
 		free(m->dirs);
+		free(m->refs);
 		free(m);
 		return -ENOMEM;
 	}
@@ -497,6 +611,7 @@ void ovs_hlmap_free(struct ovs_hlmap *m)
 			drop_entry(m, m->buckets[i]);
 	free(m->buckets);
 	free(m->dirs);	/* empty now: every node went with its last name */
+	free(m->refs);	/* likewise every ref */
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -650,31 +765,21 @@ int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *exi
 int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
 		     const struct stat *st_before)
 {
+	struct hl_entry *e;
 	struct hl_where w;
-	size_t b, i;
+	size_t i;
 
 	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
 		return 0;
 	pthread_mutex_lock(&m->lock);
 	w = where_of(m, path);
-	for (b = 0; w.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e, *next;
-
-		for (e = m->buckets[b]; e; e = next) {
-			next = e->next;
-			for (i = 0; i < e->n; i++) {
-				if (!name_is(&e->names[i], &w))
-					continue;
-				remove_name_at(m, e, i);
-				/* One name left and no more links: a plain file. */
-				if (e->n == 0 || (e->n == 1 && st_before &&
-						  st_before->st_nlink <= 2))
-					drop_entry(m, e);
-				goto out;
-			}
-		}
+	e = find_name(m, &w, &i);
+	if (e) {
+		remove_name_at(m, e, i);
+		/* One name left and no more links: a plain file. */
+		if (e->n == 0 || (e->n == 1 && st_before && st_before->st_nlink <= 2))
+			drop_entry(m, e);
 	}
-out:
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -684,6 +789,7 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 			 const struct ovs_relpath *to)
 {
 	struct hl_where wf = where_of(m, from), wt = where_of(m, to);
+	struct hl_entry *e;
 	const char *base;
 	struct hl_dir *tdir;
 	size_t b, i;
@@ -693,16 +799,20 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 		return 0;
 	/* Renaming one name of an inode over another name of it changes
 	 * nothing (POSIX). */
-	for (b = 0; wf.dir && wt.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e;
-
-		for (e = m->buckets[b]; e; e = e->next)
-			if (has_name(e, &wf) && has_name(e, &wt))
-				return 0;
-	}
+	e = find_name(m, &wf, &i);
+	if (e && has_name(e, &wt))
+		return 0;
 	/* The replaced target (a file, or an empty directory) loses its name. */
-	for (b = 0; wt.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e, *next;
+	while ((e = find_name(m, &wt, &i))) {
+		remove_name_at(m, e, i);
+		if (e->n == 0)
+			drop_entry(m, e);
+		wt = where_of(m, to);	/* its directory may have gone */
+	}
+	/* Names below it: none for an empty directory, so the whole map is
+	 * searched only in a case rename(2) does not make. */
+	for (b = 0; wt.self && b < m->nbuckets; b++) {
+		struct hl_entry *next;
 
 		for (e = m->buckets[b]; e; e = next) {
 			next = e->next;
@@ -725,28 +835,22 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 	if (!tdir)
 		return ovs_err(ENOMEM, "hard link map: out of memory");
 	/* A linked file renamed: its name moves. */
-	for (b = 0; b < m->nbuckets; b++) {
-		struct hl_entry *e;
+	while ((e = find_name(m, &wf, &i))) {
+		struct hl_name *nm = &e->names[i];
+		char *copy = strdup(base);
 
-		for (e = m->buckets[b]; e; e = e->next) {
-			for (i = 0; i < e->n; i++) {
-				struct hl_name *nm = &e->names[i];
-				char *copy;
-
-				if (!name_is(nm, &wf))
-					continue;
-				copy = strdup(base);
-				if (!copy) {
-					rc = ovs_err(ENOMEM, "hard link map: out of memory");
-					goto out;
-				}
-				free(nm->name);
-				nm->name = copy;
-				tdir->refs++;
-				dir_put(m, nm->dir);
-				nm->dir = tdir;
-			}
+		if (!copy || ref_add(m, e, tdir, copy) < 0) {
+			free(copy);
+			rc = ovs_err(ENOMEM, "hard link map: out of memory");
+			goto out;
 		}
+		ref_del(m, e, nm->dir, nm->name);
+		free(nm->name);
+		nm->name = copy;
+		tdir->refs++;
+		dir_put(m, nm->dir);
+		nm->dir = tdir;
+		wf = where_of(m, from);	/* its directory may have gone */
 	}
 	/* A directory renamed: its node moves, and every name below it
 	 * with it. */
