@@ -50,6 +50,8 @@ int ovs_src_walk(int srcfd, const struct ovs_relpath *path, size_t depth, int fl
 	int start = srcfd, cur = -1, fd;
 	size_t i = 0;
 
+	if (depth > path->n)
+		return -EINVAL;
 	/* The caller's open parent saves the walk from the root. */
 	if (path->srcdirfd >= 0 && path->n > 0 && depth >= path->n - 1) {
 		start = path->srcdirfd;
@@ -84,6 +86,8 @@ int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, si
 	int cur = -1, fd;
 	size_t i;
 
+	if (depth > path->n)
+		return -EINVAL;
 	if (depth == 0)
 		return ovs_open_beneath(l->upperfd, "", flags | O_CLOEXEC | O_NOFOLLOW,
 					UPPER_RESOLVE);
@@ -103,8 +107,11 @@ int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, si
 
 int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *path)
 {
-	int fd = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
+	int fd;
 
+	if (!path->n)
+		return ovs_err(EINVAL, "the source root has no parent");
+	fd = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (fd < 0) {
 		char what[OVS_RELPATH_DESCRIBE_MAX];
 		struct ovs_relpath parent = { path->names, path->n - 1, -1 };

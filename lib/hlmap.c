@@ -9,13 +9,20 @@
  * hangs from a node of a small tree of the directories that lead to
  * linked files (struct hl_dir, one per directory, shared by every name
  * below it), so renaming a directory relabels one node and a name's chain
- * is read by walking up its parents.
+ * is read by walking up its parents.  A node's children are found through
+ * one hash table of the whole tree keyed by (parent node, name), so a
+ * directory with thousands of subdirectories (pnpm's node_modules/.pnpm, a
+ * cp -al backup) costs no more to search than a small one.  Likewise an
+ * index of every recorded name, keyed by (directory node, name), leads
+ * unlink and rename straight to the entry that has the name, instead of
+ * searching every entry of the map.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +45,21 @@ struct hl_key {
 struct hl_dir {
 	struct hl_dir *parent;	/* NULL: SRC's root */
 	char *name;		/* its name in parent (NULL for the root) */
-	struct hl_dir *kids, *sib;
+	struct hl_dir *hnext;	/* chain in the map's table of directories */
 	size_t refs;		/* names and directories hanging from it */
 };
 
 struct hl_name {
 	struct hl_dir *dir;
 	char *name;
+};
+
+/* A name's place in the map's index of names.  Several names of one entry
+ * may share a bucket: any of their refs leads to the entry, whose few
+ * names are then compared. */
+struct hl_ref {
+	struct hl_ref *next;
+	struct hl_entry *e;
 };
 
 struct hl_entry {
@@ -59,6 +74,14 @@ struct ovs_hlmap {
 	struct hl_entry **buckets;
 	size_t nbuckets, count;
 	struct hl_dir root;
+	/* every directory but the root, keyed by (parent, name) */
+	struct hl_dir **dirs;
+	size_t ndirbuckets, ndirs;
+	/* every name, keyed by (directory node, name): its entry */
+	struct hl_ref **refs;
+	size_t nrefbuckets, nrefs;
+	/* an update could not be recorded: the names are no longer known */
+	bool invalid;
 };
 
 static size_t key_hash(const struct hl_key *k)
@@ -147,11 +170,14 @@ static int grow(struct ovs_hlmap *m)
 	return 0;
 }
 
-static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *k)
+static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *k,
+				      bool *added)
 {
 	struct hl_entry *e = lookup(m, k);
 	size_t h;
 
+	if (added)
+		*added = !e;
 	if (e)
 		return e;
 	if (m->count >= m->nbuckets && grow(m) < 0)
@@ -169,13 +195,67 @@ static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *
 
 /* ---- the directory tree --------------------------------------------------- */
 
-static void dir_unhook(struct hl_dir *d)
+static size_t dir_hash(const struct hl_dir *parent, const char *name)
 {
-	struct hl_dir **pp = &d->parent->kids;
+	size_t h = 1469598103934665603ULL ^ (size_t)(uintptr_t)parent;
+	const unsigned char *p = (const unsigned char *)name;
 
-	for (; *pp; pp = &(*pp)->sib) {
+	for (; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static struct hl_dir **dir_slot(struct ovs_hlmap *m, const struct hl_dir *parent,
+				const char *name)
+{
+	return &m->dirs[dir_hash(parent, name) % m->ndirbuckets];
+}
+
+/* Twice the buckets; on no memory the chains just grow longer. */
+static void dirs_grow(struct ovs_hlmap *m)
+{
+	size_t nb = m->ndirbuckets * 2, i;
+	struct hl_dir **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (i = 0; i < m->ndirbuckets; i++) {
+		struct hl_dir *d = m->dirs[i], *next;
+
+		for (; d; d = next) {
+			size_t h = dir_hash(d->parent, d->name) % nb;
+
+			next = d->hnext;
+			d->hnext = b[h];
+			b[h] = d;
+		}
+	}
+	free(m->dirs);
+	m->dirs = b;
+	m->ndirbuckets = nb;
+}
+
+/* Put d (parent and name set) in the table. */
+static void dir_hook(struct ovs_hlmap *m, struct hl_dir *d)
+{
+	struct hl_dir **slot;
+
+	if (m->ndirs >= m->ndirbuckets)
+		dirs_grow(m);
+	slot = dir_slot(m, d->parent, d->name);
+	d->hnext = *slot;
+	*slot = d;
+	m->ndirs++;
+}
+
+static void dir_unhook(struct ovs_hlmap *m, struct hl_dir *d)
+{
+	struct hl_dir **pp = dir_slot(m, d->parent, d->name);
+
+	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == d) {
-			*pp = d->sib;
+			*pp = d->hnext;
+			m->ndirs--;
 			break;
 		}
 	}
@@ -183,23 +263,25 @@ static void dir_unhook(struct hl_dir *d)
 
 /* One reference less on d: a directory nothing hangs from goes, and its
  * parent loses one in turn.  The root stays. */
-static void dir_put(struct hl_dir *d)
+static void dir_put(struct ovs_hlmap *m, struct hl_dir *d)
 {
 	while (d && d->parent && --d->refs == 0) {
 		struct hl_dir *parent = d->parent;
 
-		dir_unhook(d);
+		dir_unhook(m, d);
 		free(d->name);
 		free(d);
 		d = parent;
 	}
 }
 
-static struct hl_dir *dir_child(struct hl_dir *d, const char *name)
+static struct hl_dir *dir_child(struct ovs_hlmap *m, const struct hl_dir *d, const char *name)
 {
-	for (d = d->kids; d; d = d->sib)
-		if (!strcmp(d->name, name))
-			return d;
+	struct hl_dir *k;
+
+	for (k = *dir_slot(m, d, name); k; k = k->hnext)
+		if (k->parent == d && !strcmp(k->name, name))
+			return k;
 	return NULL;
 }
 
@@ -212,7 +294,7 @@ static struct hl_dir *dir_get(struct ovs_hlmap *m, const char *const *names, siz
 	size_t i;
 
 	for (i = 0; i < depth; i++, d = k) {
-		k = dir_child(d, names[i]);
+		k = dir_child(m, d, names[i]);
 		if (k)
 			continue;
 		if (!create)
@@ -223,8 +305,7 @@ static struct hl_dir *dir_get(struct ovs_hlmap *m, const char *const *names, siz
 			goto fail;
 		}
 		k->parent = d;
-		k->sib = d->kids;
-		d->kids = k;
+		dir_hook(m, k);
 		d->refs++;	/* k hangs from d */
 	}
 	if (create)
@@ -234,7 +315,7 @@ fail:
 	/* d, if made on the way, holds nothing yet. */
 	if (d->parent && d->refs == 0) {
 		d->refs = 1;
-		dir_put(d);
+		dir_put(m, d);
 	}
 	return NULL;
 }
@@ -264,7 +345,7 @@ static struct hl_where where_of(struct ovs_hlmap *m, const struct ovs_relpath *p
 	w.dir = dir_get(m, path->names, path->n - 1, false);
 	w.base = path->names[path->n - 1];
 	if (w.dir)
-		w.self = dir_child(w.dir, w.base);
+		w.self = dir_child(m, w.dir, w.base);
 	return w;
 }
 
@@ -279,12 +360,105 @@ static bool name_within(const struct hl_name *nm, const struct hl_where *w)
 	return name_is(nm, w) || (w->self && dir_within(nm->dir, w->self));
 }
 
+/* ---- the index of names ------------------------------------------------------ */
+
+static struct hl_ref **ref_slot(struct ovs_hlmap *m, const struct hl_dir *dir, const char *name)
+{
+	return &m->refs[dir_hash(dir, name) % m->nrefbuckets];
+}
+
+/* Twice the buckets; on no memory the chains just grow longer. */
+static void refs_grow(struct ovs_hlmap *m)
+{
+	size_t nb = m->nrefbuckets * 2, b, i;
+	struct hl_ref **t = calloc(nb, sizeof(*t));
+
+	if (!t)
+		return;
+	/* Rehashed from the entries: a ref does not know its name. */
+	for (b = 0; b < m->nbuckets; b++) {
+		struct hl_entry *e;
+
+		for (e = m->buckets[b]; e; e = e->next) {
+			for (i = 0; i < e->n; i++) {
+				struct hl_ref **from = ref_slot(m, e->names[i].dir,
+								e->names[i].name), *r, **pp;
+				size_t h = dir_hash(e->names[i].dir, e->names[i].name) % nb;
+
+				for (pp = from; (r = *pp); pp = &r->next)
+					if (r->e == e)
+						break;
+				if (!r)
+					continue;
+				*pp = r->next;
+				r->next = t[h];
+				t[h] = r;
+			}
+		}
+	}
+	free(m->refs);
+	m->refs = t;
+	m->nrefbuckets = nb;
+}
+
+static int ref_add(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
+		   const char *name)
+{
+	struct hl_ref *r = malloc(sizeof(*r)), **slot;
+
+	if (!r)
+		return -ENOMEM;
+	if (m->nrefs >= m->nrefbuckets)
+		refs_grow(m);
+	slot = ref_slot(m, dir, name);
+	r->e = e;
+	r->next = *slot;
+	*slot = r;
+	m->nrefs++;
+	return 0;
+}
+
+static void ref_del(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
+		    const char *name)
+{
+	struct hl_ref **pp, *r;
+
+	for (pp = ref_slot(m, dir, name); (r = *pp); pp = &r->next) {
+		if (r->e == e) {
+			*pp = r->next;
+			free(r);
+			m->nrefs--;
+			return;
+		}
+	}
+}
+
+/* The entry that has the name at w, and the name's index in it. */
+static struct hl_entry *find_name(struct ovs_hlmap *m, const struct hl_where *w, size_t *at)
+{
+	struct hl_ref *r;
+	size_t i;
+
+	if (!w->dir)
+		return NULL;
+	for (r = *ref_slot(m, w->dir, w->base); r; r = r->next) {
+		for (i = 0; i < r->e->n; i++) {
+			if (name_is(&r->e->names[i], w)) {
+				*at = i;
+				return r->e;
+			}
+		}
+	}
+	return NULL;
+}
+
 /* ---- entries ------------------------------------------------------------------ */
 
-static void remove_name_at(struct hl_entry *e, size_t i)
+static void remove_name_at(struct ovs_hlmap *m, struct hl_entry *e, size_t i)
 {
+	ref_del(m, e, e->names[i].dir, e->names[i].name);
 	free(e->names[i].name);
-	dir_put(e->names[i].dir);
+	dir_put(m, e->names[i].dir);
 	e->names[i] = e->names[--e->n];
 }
 
@@ -299,7 +473,7 @@ static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
 		}
 	}
 	while (victim->n)
-		remove_name_at(victim, victim->n - 1);
+		remove_name_at(m, victim, victim->n - 1);
 	free(victim->names);
 	free(victim);
 	m->count--;
@@ -317,33 +491,43 @@ static bool has_name(const struct hl_entry *e, const struct hl_where *w)
 
 static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_relpath *path)
 {
-	struct hl_where w = where_of(m, path);
-	struct hl_dir *d;
+	struct hl_where w = { 0 };
 	char *copy;
 
 	if (!path->n)
 		return -EINVAL;
-	if (has_name(e, &w))
+	/* One walk down the chain: the directory's node, held for the name. */
+	w.dir = dir_get(m, path->names, path->n - 1, true);
+	if (!w.dir)
+		return -ENOMEM;
+	w.base = path->names[path->n - 1];
+	if (has_name(e, &w)) {
+		dir_put(m, w.dir);
 		return 0;
+	}
 	if (e->n == e->cap) {
 		size_t cap = e->cap ? e->cap * 2 : 2;
 		struct hl_name *n = realloc(e->names, cap * sizeof(*n));
 
 		if (!n)
-			return -ENOMEM;
+			goto nomem;
 		e->names = n;
 		e->cap = cap;
 	}
-	copy = strdup(path->names[path->n - 1]);
-	d = copy ? dir_get(m, path->names, path->n - 1, true) : NULL;
-	if (!d) {
+	copy = strdup(w.base);
+	if (!copy)
+		goto nomem;
+	if (ref_add(m, e, w.dir, copy) < 0) {
 		free(copy);
-		return -ENOMEM;
+		goto nomem;
 	}
-	e->names[e->n].dir = d;
+	e->names[e->n].dir = w.dir;
 	e->names[e->n].name = copy;
 	e->n++;
 	return 0;
+nomem:
+	dir_put(m, w.dir);
+	return -ENOMEM;
 }
 
 /* A copy of the n names of v in one block (the vector, then the names),
@@ -400,7 +584,14 @@ static int map_new(struct ovs_hlmap **out)
 		return -ENOMEM;
 	m->nbuckets = 64;
 	m->buckets = calloc(m->nbuckets, sizeof(*m->buckets));
-	if (!m->buckets) {
+	m->ndirbuckets = 64;
+	m->dirs = calloc(m->ndirbuckets, sizeof(*m->dirs));
+	m->nrefbuckets = 64;
+	m->refs = calloc(m->nrefbuckets, sizeof(*m->refs));
+	if (!m->buckets || !m->dirs || !m->refs) {
+		free(m->buckets);
+		free(m->dirs);
+		free(m->refs);
 		free(m);
 		return -ENOMEM;
 	}
@@ -419,6 +610,8 @@ void ovs_hlmap_free(struct ovs_hlmap *m)
 		while (m->buckets[i])
 			drop_entry(m, m->buckets[i]);
 	free(m->buckets);
+	free(m->dirs);	/* empty now: every node went with its last name */
+	free(m->refs);	/* likewise every ref */
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -433,13 +626,9 @@ struct scan {
 	size_t nnl, capnl;
 };
 
+/* Called once per entry, when the scan meets its first name. */
 static int note_nlink(struct scan *s, struct hl_entry *e, nlink_t nlink)
 {
-	size_t i;
-
-	for (i = s->nnl; i-- > 0; )	/* links are often close together */
-		if (s->nl[i].e == e)
-			return 0;
 	if (s->nnl == s->capnl) {
 		size_t cap = s->capnl ? s->capnl * 2 : 64;
 		struct hl_nlink *n = realloc(s->nl, cap * sizeof(*n));
@@ -476,6 +665,7 @@ static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const
 		struct ovs_relpath rp;
 		struct hl_key k;
 		struct hl_entry *e;
+		bool added;
 		void *mem;
 
 		rc = get_key(d->fd, name, &k);
@@ -484,8 +674,9 @@ static int scan_entry(void *arg, struct ovs_walk_dir *d, const char *name, const
 		rc = ovs_relpath_split(path, &rp, &mem);
 		if (rc < 0)
 			return rc;
-		e = lookup_or_add(s->m, &k);
-		rc = !e || add_name(s->m, e, &rp) < 0 || note_nlink(s, e, st.st_nlink) < 0;
+		e = lookup_or_add(s->m, &k, &added);
+		rc = !e || add_name(s->m, e, &rp) < 0 ||
+		     (added && note_nlink(s, e, st.st_nlink) < 0);
 		free(mem);
 		if (rc)
 			return ovs_err(ENOMEM, "hard link map: out of memory");
@@ -536,6 +727,16 @@ int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside)
 
 /* ---- keeping it current ------------------------------------------------------ */
 
+/* An update failed part-way: from now on the map cannot be trusted to
+ * know every name of a linked file (rule 6), so it says so instead of
+ * answering with fewer names. */
+static void invalidate(struct ovs_hlmap *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->invalid = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
 #define DESCRIBE(path, buf) ovs_relpath_describe((path), (buf), sizeof(buf))
 
 int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
@@ -546,12 +747,16 @@ int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *exi
 	struct hl_entry *e;
 	int rc = key_of_path(srcfd, newpath, &k, NULL);
 
-	if (rc < 0)
+	if (rc < 0) {
+		invalidate(m);
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(newpath, what),
 			       strerror(-rc));
+	}
 	pthread_mutex_lock(&m->lock);
-	e = lookup_or_add(m, &k);
+	e = lookup_or_add(m, &k, NULL);
 	rc = !e || add_name(m, e, existing) < 0 || add_name(m, e, newpath) < 0 ? -ENOMEM : 0;
+	if (rc < 0)
+		m->invalid = true;
 	pthread_mutex_unlock(&m->lock);
 	return rc < 0 ? ovs_err(ENOMEM, "hard link map: out of memory") : 0;
 }
@@ -560,31 +765,21 @@ int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *exi
 int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
 		     const struct stat *st_before)
 {
+	struct hl_entry *e;
 	struct hl_where w;
-	size_t b, i;
+	size_t i;
 
 	if (st_before && (S_ISDIR(st_before->st_mode) || st_before->st_nlink <= 1))
 		return 0;
 	pthread_mutex_lock(&m->lock);
 	w = where_of(m, path);
-	for (b = 0; w.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e, *next;
-
-		for (e = m->buckets[b]; e; e = next) {
-			next = e->next;
-			for (i = 0; i < e->n; i++) {
-				if (!name_is(&e->names[i], &w))
-					continue;
-				remove_name_at(e, i);
-				/* One name left and no more links: a plain file. */
-				if (e->n == 0 || (e->n == 1 && st_before &&
-						  st_before->st_nlink <= 2))
-					drop_entry(m, e);
-				goto out;
-			}
-		}
+	e = find_name(m, &w, &i);
+	if (e) {
+		remove_name_at(m, e, i);
+		/* One name left and no more links: a plain file. */
+		if (e->n == 0 || (e->n == 1 && st_before && st_before->st_nlink <= 2))
+			drop_entry(m, e);
 	}
-out:
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -594,6 +789,7 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 			 const struct ovs_relpath *to)
 {
 	struct hl_where wf = where_of(m, from), wt = where_of(m, to);
+	struct hl_entry *e;
 	const char *base;
 	struct hl_dir *tdir;
 	size_t b, i;
@@ -603,22 +799,26 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 		return 0;
 	/* Renaming one name of an inode over another name of it changes
 	 * nothing (POSIX). */
-	for (b = 0; wf.dir && wt.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e;
-
-		for (e = m->buckets[b]; e; e = e->next)
-			if (has_name(e, &wf) && has_name(e, &wt))
-				return 0;
-	}
+	e = find_name(m, &wf, &i);
+	if (e && has_name(e, &wt))
+		return 0;
 	/* The replaced target (a file, or an empty directory) loses its name. */
-	for (b = 0; wt.dir && b < m->nbuckets; b++) {
-		struct hl_entry *e, *next;
+	while ((e = find_name(m, &wt, &i))) {
+		remove_name_at(m, e, i);
+		if (e->n == 0)
+			drop_entry(m, e);
+		wt = where_of(m, to);	/* its directory may have gone */
+	}
+	/* Names below it: none for an empty directory, so the whole map is
+	 * searched only in a case rename(2) does not make. */
+	for (b = 0; wt.self && b < m->nbuckets; b++) {
+		struct hl_entry *next;
 
 		for (e = m->buckets[b]; e; e = next) {
 			next = e->next;
 			for (i = 0; i < e->n; )
 				if (name_within(&e->names[i], &wt))
-					remove_name_at(e, i);
+					remove_name_at(m, e, i);
 				else
 					i++;
 			if (e->n == 0)
@@ -635,28 +835,22 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 	if (!tdir)
 		return ovs_err(ENOMEM, "hard link map: out of memory");
 	/* A linked file renamed: its name moves. */
-	for (b = 0; b < m->nbuckets; b++) {
-		struct hl_entry *e;
+	while ((e = find_name(m, &wf, &i))) {
+		struct hl_name *nm = &e->names[i];
+		char *copy = strdup(base);
 
-		for (e = m->buckets[b]; e; e = e->next) {
-			for (i = 0; i < e->n; i++) {
-				struct hl_name *nm = &e->names[i];
-				char *copy;
-
-				if (!name_is(nm, &wf))
-					continue;
-				copy = strdup(base);
-				if (!copy) {
-					rc = ovs_err(ENOMEM, "hard link map: out of memory");
-					goto out;
-				}
-				free(nm->name);
-				nm->name = copy;
-				tdir->refs++;
-				dir_put(nm->dir);
-				nm->dir = tdir;
-			}
+		if (!copy || ref_add(m, e, tdir, copy) < 0) {
+			free(copy);
+			rc = ovs_err(ENOMEM, "hard link map: out of memory");
+			goto out;
 		}
+		ref_del(m, e, nm->dir, nm->name);
+		free(nm->name);
+		nm->name = copy;
+		tdir->refs++;
+		dir_put(m, nm->dir);
+		nm->dir = tdir;
+		wf = where_of(m, from);	/* its directory may have gone */
 	}
 	/* A directory renamed: its node moves, and every name below it
 	 * with it. */
@@ -668,17 +862,16 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 			rc = ovs_err(ENOMEM, "hard link map: out of memory");
 			goto out;
 		}
+		dir_unhook(m, d);
 		free(d->name);
 		d->name = copy;
-		dir_unhook(d);
 		d->parent = tdir;
-		d->sib = tdir->kids;
-		tdir->kids = d;
+		dir_hook(m, d);
 		tdir->refs++;
-		dir_put(old);
+		dir_put(m, old);
 	}
 out:
-	dir_put(tdir);
+	dir_put(m, tdir);
 	return rc;
 }
 
@@ -689,6 +882,8 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
 
 	pthread_mutex_lock(&m->lock);
 	rc = rename_locked(m, from, to);
+	if (rc < 0)
+		m->invalid = true;
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
@@ -707,6 +902,8 @@ int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 		rc = rename_locked(m, b, a);
 	if (rc == 0)
 		rc = rename_locked(m, &tmp, b);
+	if (rc < 0)
+		m->invalid = true;	/* names may be left parked under "/" */
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
@@ -727,8 +924,14 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *pa
 	if (rc < 0)
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(path, what), strerror(-rc));
 	pthread_mutex_lock(&m->lock);
-	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		if (m->invalid) {
+			pthread_mutex_unlock(&m->lock);
+			return ovs_err(EIO, "names of %s: the hard link map lost track of "
+				       "links after an earlier failure", DESCRIBE(path, what));
+		}
 		e = lookup(m, &k);
+	}
 	if (e)
 		cnt += e->n;
 	out = calloc(cnt, sizeof(*out));

@@ -29,7 +29,7 @@ struct ovs_layer {
  * racing rename can never lead the daemon outside SRC): the last one with
  * flags, those above it O_PATH.  depth 0 opens srcfd itself; with
  * path->srcdirfd, a depth of n - 1 or n starts from it instead of srcfd.
- * fd or -errno, no message. */
+ * fd or -errno, no message; -EINVAL for a depth beyond path->n. */
 int ovs_src_walk(int srcfd, const struct ovs_relpath *path, size_t depth, int flags);
 int ovs_src_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
 		 int flags);
@@ -40,10 +40,11 @@ int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *pat
  * ovs_src_open does beneath SRC's. */
 int ovs_upper_open(const struct ovs_layer *l, const struct ovs_relpath *path, size_t depth,
 		   int flags);
-/* The last name of path (n > 0). */
+/* The last name of path; "" for the root (n == 0), which callers refuse
+ * before asking. */
 static inline const char *ovs_relpath_base(const struct ovs_relpath *path)
 {
-	return path->names[path->n - 1];
+	return path->n ? path->names[path->n - 1] : "";
 }
 
 /* The upper directory that holds path's last name; with create,

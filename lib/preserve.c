@@ -251,8 +251,11 @@ static int link_name_to(struct ovs_layer *l, int fromdirfd, const char *from,
 
 static int src_stat(struct ovs_layer *l, const struct ovs_relpath *path, struct stat *st)
 {
-	int sdir = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY), rc = 0;
+	int sdir, rc = 0;
 
+	if (!path->n)
+		return -EINVAL;	/* the root has no name to stat it by */
+	sdir = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (sdir < 0)
 		return sdir;
 	if (fstatat(sdir, ovs_relpath_base(path), st, AT_SYMLINK_NOFOLLOW) < 0)

@@ -95,7 +95,12 @@ struct ovs_hlmap;
 int ovs_hlmap_build(int srcfd, struct ovs_hlmap **out, size_t *outside);
 void ovs_hlmap_free(struct ovs_hlmap *m);
 /* Keep it current: after link(), unlink() and rename() succeeded in SRC.
- * ovs_hlmap_link is given the object's names after the link exists. */
+ * ovs_hlmap_link is given the object's names after the link exists.  Any
+ * failure of these (no memory part-way, a handle that cannot be read)
+ * marks the map invalid for good, even if the caller ignores the error:
+ * names it holds may be lost or misplaced, so from then on
+ * ovs_hlmap_names fails with -EIO for every linked file (rule 6 cannot be
+ * kept silently wrong) until the map is built again. */
 int ovs_hlmap_link(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *existing,
 		   const struct ovs_relpath *newpath);
 int ovs_hlmap_unlink(struct ovs_hlmap *m, const struct ovs_relpath *path,
@@ -106,7 +111,9 @@ int ovs_hlmap_rename(struct ovs_hlmap *m, const struct ovs_relpath *from,
 int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 		       const struct ovs_relpath *b);
 /* The names of the object at path (a copy of path first); n == 1 if not
- * linked.  Each chain is the caller's (srcdirfd -1 but for the first). */
+ * linked.  Each chain is the caller's (srcdirfd -1 but for the first).
+ * -EIO for a linked file (non-directory, st_nlink > 1) once the map is
+ * invalid (above). */
 int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
 		    struct ovs_relpath **names, size_t *n);
 void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n);

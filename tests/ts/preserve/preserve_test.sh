@@ -470,4 +470,30 @@ test_hlmap() {
 	assertEquals "hard link map keeps up with link, unlink and rename" 0 $?
 }
 
+# The daemon hands the engine the open SRC directory that holds the last
+# name (srcdirfd), for a plain file and for a linked one.
+test_srcdirfd() {
+	ovs_mkfs xfs || return 1
+	FS=xfs
+	new_case srcdirfd
+	mkdir -p "$S/d/e" "$S/g"
+	printf 'f\n' >"$S/d/e/f"
+	printf 'h\n' >"$S/d/e/h"; ln "$S/d/e/h" "$S/g/h2"
+	start_layer
+	"$T" objectat "$S" "$U" "$W" d/e d/e/f d/e/h ||
+		fail "$FS/$CASE: preserve from the open directory"
+	printf 'more\n' >>"$S/d/e/f"
+	printf 'more\n' >>"$S/g/h2"
+	check_view
+	# It is read from there, not found again from the root: given SRC/x
+	# for the chain d/f, the upper's d/f is x's f.
+	new_case srcdirfd_used
+	mkdir -p "$S/d" "$S/x"
+	printf 'named\n' >"$S/d/f"
+	printf 'open\n' >"$S/x/f"
+	"$T" init "$S" "$U" "$W" || fail "$FS/$CASE: init layer"
+	"$T" objectat "$S" "$U" "$W" x d/f || fail "$FS/$CASE: preserve from x"
+	assertEquals "$FS/$CASE: the copy comes from the open directory" open "$(cat "$U/d/f")"
+}
+
 . "$SHUNIT2"
