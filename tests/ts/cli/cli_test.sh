@@ -335,6 +335,40 @@ test_bash_completion_mount_options() {
 	return 0
 }
 
+# -h is --help on every command, as on ovsnap itself, and -? (popt's own
+# spelling) still works; a command that needs root shows its help to
+# anyone.
+test_short_help_on_every_command() {
+	local c help
+
+	for c in $COMMANDS status; do
+		help=$("$OVSNAP" "$c" --help)
+		ovs_run "$OVSNAP" "$c" -h
+		assertEquals "ovsnap $c -h exit status: $OVS_ERR" 0 "$OVS_RC"
+		assertNull "ovsnap $c -h: nothing on stderr" "$OVS_ERR"
+		assertEquals "ovsnap $c -h prints the --help" "$help" "$OVS_OUT"
+		assertTrue "ovsnap $c --help shows '-h, --help'" \
+			"printf '%s\n' \"\$help\" | grep -qE '^ +-h, --help '"
+	done
+	ovs_run "$OVSNAP" take -?
+	assertEquals "ovsnap take -? exit status: $OVS_ERR" 0 "$OVS_RC"
+	assertEquals "ovsnap take -? prints the --help" "$("$OVSNAP" take --help)" "$OVS_OUT"
+	ovs_run "$OVSNAP" help -h
+	assertEquals "ovsnap help -h exit status" 0 "$OVS_RC"
+	assertEquals "ovsnap help -h prints ovsnap --help" "$("$OVSNAP" --help)" "$OVS_OUT"
+
+	if [ "$(id -u)" -ne 0 ]; then
+		ovs_skip_test "the check as another user needs root"
+		return 0
+	fi
+	ovs_user || return
+	ovs_as_user "$OVSNAP" take -h
+	assertEquals "ovsnap take -h as a user: $OVS_ERR" 0 "$OVS_RC"
+	assertEquals "ovsnap take -h as a user prints the help" \
+		"$("$OVSNAP" take --help)" "$OVS_OUT"
+	return 0
+}
+
 test_positional_args_normalisation() {
 	assertEquals "SRC SNAP TARGET" \
 		"$(echo 'ovsnap mount [\fIOPTION\fR...] \fISRC\fR \fISNAP\fR \fITARGET\fR' | positional_args)"
