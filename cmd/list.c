@@ -72,6 +72,10 @@ static int set_cell(struct libscols_line *ln, int col, const char *text)
 	wchar_t wc;
 	int rc;
 
+	/* an empty field is "-" in the table (a blank one would shift the
+	 * columns for awk); --parsable leaves it empty between its tabs */
+	if (!len && !opt_parsable)
+		return scols_line_set_data(ln, col, "-") == 0 ? 0 : -ENOMEM;
 	out = buf = malloc(len * 4 + 1);
 	if (!buf)
 		return -ENOMEM;

@@ -72,10 +72,11 @@ test_volume_with_three_snapshots() {
 	ovs_run "$OVSNAP" list "$src"
 	assertEquals "list SRC exit: $(ovs_ran)" 0 "$OVS_RC"
 	want="ID NAME CREATED CLASS STATE SPACE MOUNTS DESCRIPTION USERDATA
-1 first T manual frozen 0B
-2 T manual frozen 0B
-3 T manual active 0B"
+1 first T manual frozen 0B - - -
+2 - T manual frozen 0B - - -
+3 - T manual active 0B - - -"
 	assertEquals "list SRC table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
+	assertFalse "no trailing blanks in the table" "printf '%s\n' \"\$OVS_OUT\" | grep -q ' \$'"
 	assertEquals "list SRC stderr" "" "$OVS_ERR"
 
 	js=$(json_esc "$store")
