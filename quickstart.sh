@@ -24,11 +24,13 @@ usage() {
 
 # Build dependencies, and what the tests run: loop images of three
 # filesystems, xattr and ACL tools, modprobe for overlay/fuse/btrfs,
-# strace and python3 (diff_test counts syscalls and parses JSON).
+# strace and python3 (diff_test counts syscalls and parses JSON), man-db
+# and groff-base (cli_test renders every man page).
 PACKAGES="build-essential autoconf automake libtool pkg-config
 	libmount-dev libblkid-dev libsmartcols-dev libpopt-dev libfuse3-dev
 	fuse3 shunit2 xfsprogs btrfs-progs e2fsprogs acl attr
-	util-linux mount kmod strace python3 dpkg-dev meson ninja-build"
+	util-linux mount kmod strace python3 dpkg-dev meson ninja-build
+	man-db groff-base"
 
 install_deps() {
 	if [ -n "${QUICKSTART_NO_APT:-}" ]; then

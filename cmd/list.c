@@ -17,11 +17,15 @@
 #include "ovsnap-private.h"
 #include "views.h"
 
-static int opt_json;
+static int opt_json, opt_noheadings, opt_parsable;
 
 static struct poptOption list_options[] = {
 	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
 	  "print one JSON object (the keys are documented in ovsnap-list(8))", NULL },
+	{ "no-headings", 'H', POPT_ARG_NONE, &opt_noheadings, 0,
+	  "print the table without its heading line", NULL },
+	{ "parsable", 'p', POPT_ARG_NONE, &opt_parsable, 0,
+	  "one tab between fields, no padding, sizes in bytes, times as in --json", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
@@ -34,6 +38,14 @@ static struct libscols_table *new_table(const char *const *cols, const int *flag
 		return NULL;
 	/* set_cell escapes what the locale cannot show */
 	scols_table_enable_noencoding(tb, 1);
+	if (opt_noheadings)
+		scols_table_enable_noheadings(tb, 1);
+	/* like zfs list -Hp: raw cells, one tab between them */
+	if (opt_parsable && (scols_table_enable_raw(tb, 1) < 0 ||
+			     scols_table_set_column_separator(tb, "\t") < 0)) {
+		scols_unref_table(tb);
+		return NULL;
+	}
 	for (int i = 0; cols[i]; i++)
 		if (!scols_table_new_column(tb, cols[i], 0, flags[i])) {
 			scols_unref_table(tb);
@@ -60,6 +72,10 @@ static int set_cell(struct libscols_line *ln, int col, const char *text)
 	wchar_t wc;
 	int rc;
 
+	/* an empty field is "-" in the table (a blank one would shift the
+	 * columns for awk); --parsable leaves it empty between its tabs */
+	if (!len && !opt_parsable)
+		return scols_line_set_data(ln, col, "-") == 0 ? 0 : -ENOMEM;
 	out = buf = malloc(len * 4 + 1);
 	if (!buf)
 		return -ENOMEM;
@@ -369,8 +385,13 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 	struct libscols_table *tb;
 	int rc = 0;
 
-	if (!n)
+	/* the heading even without snapshots (the volume exists), which
+	 * libsmartcols does not print for a table without lines */
+	if (!n) {
+		for (int i = 0; cols[i] && !opt_noheadings; i++)
+			printf("%s%s", cols[i], cols[i + 1] ? (opt_parsable ? "\t" : " ") : "\n");
 		return 0;
+	}
 	tb = new_table(cols, flags);
 	if (!tb)
 		return -ENOMEM;
@@ -385,7 +406,10 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 			break;
 		}
 		snprintf(id, sizeof(id), "%" PRIu64, s->id);
-		ovs_format_time_local(s->created_ns, created, sizeof(created));
+		if (opt_parsable)
+			ovs_format_time_utc(s->created_ns, created, sizeof(created));
+		else
+			ovs_format_time_local(s->created_ns, created, sizeof(created));
 		rc = set_cell(ln, 0, id);
 		if (!rc)
 			rc = set_cell(ln, 1, s->name);
@@ -403,7 +427,10 @@ static int print_snapshots_table(struct ovs_volume *v, const struct ovs_view_mou
 		if (!rc)
 			rc = snapshot_space(v, s->id, &space);
 		if (!rc) {
-			format_size(space, size, sizeof(size));
+			if (opt_parsable)
+				snprintf(size, sizeof(size), "%" PRIu64, space);
+			else
+				format_size(space, size, sizeof(size));
 			rc = set_cell(ln, 5, size);
 		}
 		if (!rc)
@@ -459,6 +486,12 @@ int cmd_list(int argc, const char **argv)
 	if (!pc)
 		return status;
 	args = ovs_popt_args(pc, "list", 0, 1, &nargs, &status);
+	if (status == EXIT_OK && opt_json && (opt_noheadings || opt_parsable)) {
+		ovs_error("list: --json and --%s do not go together",
+			  opt_parsable ? "parsable" : "no-headings");
+		fprintf(stderr, "Try '%s list --help' for more information.\n", ovs_progname);
+		status = EXIT_USAGE;
+	}
 	if (status == EXIT_OK)
 		status = nargs ? list_snapshots(args[0]) : list_volumes();
 	poptFreeContext(pc);

@@ -46,7 +46,9 @@ struct poptOption ovs_common_options[] = {
 };
 
 struct poptOption ovs_help_options[] = {
-	{ "help", '?', POPT_ARG_NONE, NULL, OVS_OPT_HELP, "show this help message", NULL },
+	{ "help", 'h', POPT_ARG_NONE, NULL, OVS_OPT_HELP, "show this help message", NULL },
+	/* -? as popt's own autohelp spells it, still accepted, not shown */
+	{ NULL, '?', POPT_ARG_NONE | POPT_ARGFLAG_DOC_HIDDEN, NULL, OVS_OPT_HELP, NULL, NULL },
 	{ "usage", 0, POPT_ARG_NONE, NULL, OVS_OPT_USAGE, "display brief usage message", NULL },
 	POPT_TABLEEND
 };
@@ -416,7 +418,8 @@ static int close_stdout(int status)
 static bool asks_help(int argc, const char **argv)
 {
 	for (int i = 2; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-?") == 0)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
+		    strcmp(argv[i], "-?") == 0)
 			return true;
 	return false;
 }

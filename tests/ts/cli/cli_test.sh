@@ -205,14 +205,167 @@ test_help_usage_matches_man_synopsis() {
 	return 0
 }
 
-# Every page a --help names exists, as a page or a .so link to one.
+# Every page a --help names exists.
 test_help_names_existing_man_pages() {
 	local c missing=
 
 	for c in $COMMANDS; do
 		[ -f "$MANDIR/ovsnap-$c.8" ] || missing+=" ovsnap-$c.8"
 	done
-	assertNull "man pages named by 'See ovsnap-CMD(8)' but missing from man/ (a page, or a .so link to one):$missing" "$missing"
+	assertNull "man pages named by 'See ovsnap-CMD(8)' but missing from man/:$missing" "$missing"
+	return 0
+}
+
+# Every page in man/ opens with "man -l" from the source tree and renders
+# without a warning: no ".so man8/..." link (that only resolves from an
+# installed man tree), no bad macro or font escape.
+test_man_pages_render_without_warnings() {
+	local f err n=0
+
+	for f in "$MANDIR"/*.[1-8]; do
+		[ -f "$f" ] || continue
+		assertFalse "$(basename "$f") is a .so link, which fails with man -l from the sources" \
+			"grep -q '^\.so ' '$f'"
+		# --warnings=w: every troff warning, as groff -ww.
+		err=$(MANROFFSEQ= MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings=w -l "$f" 2>&1 >/dev/null)
+		assertNull "man -l $(basename "$f") warns: $err" "$err"
+		n=$((n + 1))
+	done
+	echo "rendered $n man pages"
+	assertTrue "man/ holds pages" "[ $n -gt 10 ]"
+	return 0
+}
+
+# The options "ovsnap CMD --help" lists, one a line: "-n", "--name".
+help_options() {
+	"$OVSNAP" "$1" --help 2>/dev/null | awk '
+	/^ +-/ { for (i = 1; i <= NF && $i ~ /^-/; i++) {
+		o = $i; sub(/,$/, "", o); sub(/=.*/, "", o); print o } }' | sort -u
+}
+
+# "CMD OPTION" for every option the bash completion offers CMD: its
+# per-command table plus the common options.
+bash_completion_options() {
+	bash -c '. "$1" || exit 1
+	for c in $_ovsnap_commands; do
+		[ "$c" = help ] && continue
+		for o in ${_ovsnap_opts[$c]} $_ovsnap_common_opts; do
+			echo "$c $o"
+		done
+	done' _ "$OVSNAP_SRCDIR/completions/bash/ovsnap"
+}
+
+# "CMD OPTION" for every option a branch of the zsh completion's
+# "case $words[1]" offers (the option names of its _arguments specs,
+# descriptions in [...] and :message:action parts left out), plus those
+# of $_ovsnap_common.
+zsh_completion_options() {
+	awk '
+	function opts(cmds, line,   n, c, i, o) {
+		gsub(/\[[^]]*\]/, "", line)
+		gsub(/:[^\047]*/, "", line)
+		n = split(cmds, c, "|")
+		while (match(line, /(^|[^A-Za-z0-9_\\])-[-A-Za-z?\\]+/)) {
+			o = substr(line, RSTART, RLENGTH)
+			sub(/^[^-]/, "", o); gsub(/\\/, "", o)
+			for (i = 1; i <= n; i++) print c[i], o
+			line = substr(line, RSTART + RLENGTH)
+		}
+	}
+	/^_ovsnap_common=\(/ { common = 1; next }
+	common && /^\)/ { common = 0; next }
+	common { commonline = commonline " " $0; next }
+	/^\t\t[a-z|]+\)$/ { cmd = $1; sub(/\)$/, "", cmd); next }
+	/^\t\t\t;;$/ { if (cmd != "help") opts(cmd, commonline); cmd = ""; next }
+	cmd != "" && cmd != "help" { opts(cmd, $0) }
+	' "$OVSNAP_SRCDIR/completions/zsh/_ovsnap" | sort -u
+}
+
+# Completion offers only options the command takes (mount once offered
+# --ro --suid --dev --exec, which it refuses), and every one it takes:
+# bash its long options, zsh short and long.
+test_completion_offers_existing_options() {
+	local shell c o offered accepted bad= missing= n=0 nl=$'\n'
+
+	for shell in bash zsh; do
+		offered=$(${shell}_completion_options)
+		assertNotNull "the $shell completion offers options" "$offered"
+		for c in $(printf '%s\n' "$offered" | cut -d' ' -f1 | sort -u); do
+			accepted=$(help_options "$c")
+			assertNotNull "ovsnap $c --help lists options" "$accepted"
+			for o in $(printf '%s\n' "$offered" | awk -v c="$c" '$1 == c { print $2 }'); do
+				[[ $nl$accepted$nl == *"$nl$o$nl"* ]] || bad+=" $shell:$c:$o"
+				n=$((n + 1))
+			done
+			for o in $accepted; do
+				[ "$shell" = bash ] && [ "${o#--}" = "$o" ] && continue
+				[[ $nl$offered$nl == *"$nl$c $o$nl"* ]] || missing+=" $shell:$c:$o"
+			done
+		done
+	done
+	echo "checked $n offered options"
+	assertNull "completion offers options the command refuses:$bad" "$bad"
+	assertNull "completion does not offer options the command takes:$missing" "$missing"
+	return 0
+}
+
+# What the bash completion function answers for a command line; a stand-in
+# _init_completion so that the bash-completion package is not needed.
+bash_complete() {
+	bash -c '_init_completion() {
+		words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD
+		cur=${words[cword]}; prev=${words[cword - 1]}
+	}
+	_filedir() { :; }
+	. "$1" || exit 1
+	shift
+	COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+	_ovsnap
+	echo "${COMPREPLY[*]}"' _ "$OVSNAP_SRCDIR/completions/bash/ovsnap" "$@"
+}
+
+# mount's view options are values of -o, completed after the last comma.
+test_bash_completion_mount_options() {
+	assertEquals "ovsnap mount --<TAB>" "--options --kernel --quiet --help --usage" \
+		"$(bash_complete ovsnap mount --)"
+	assertEquals "ovsnap mount -o nosuid,noe<TAB>" "nosuid,noexec" \
+		"$(bash_complete ovsnap mount -o nosuid,noe)"
+	assertEquals "ovsnap mount --options s<TAB>" "suid strictatime" \
+		"$(bash_complete ovsnap mount --options s)"
+	return 0
+}
+
+# -h is --help on every command, as on ovsnap itself, and -? (popt's own
+# spelling) still works; a command that needs root shows its help to
+# anyone.
+test_short_help_on_every_command() {
+	local c help
+
+	for c in $COMMANDS status; do
+		help=$("$OVSNAP" "$c" --help)
+		ovs_run "$OVSNAP" "$c" -h
+		assertEquals "ovsnap $c -h exit status: $OVS_ERR" 0 "$OVS_RC"
+		assertNull "ovsnap $c -h: nothing on stderr" "$OVS_ERR"
+		assertEquals "ovsnap $c -h prints the --help" "$help" "$OVS_OUT"
+		assertTrue "ovsnap $c --help shows '-h, --help'" \
+			"printf '%s\n' \"\$help\" | grep -qE '^ +-h, --help '"
+	done
+	ovs_run "$OVSNAP" take -?
+	assertEquals "ovsnap take -? exit status: $OVS_ERR" 0 "$OVS_RC"
+	assertEquals "ovsnap take -? prints the --help" "$("$OVSNAP" take --help)" "$OVS_OUT"
+	ovs_run "$OVSNAP" help -h
+	assertEquals "ovsnap help -h exit status" 0 "$OVS_RC"
+	assertEquals "ovsnap help -h prints ovsnap --help" "$("$OVSNAP" --help)" "$OVS_OUT"
+
+	if [ "$(id -u)" -ne 0 ]; then
+		ovs_skip_test "the check as another user needs root"
+		return 0
+	fi
+	ovs_user || return
+	ovs_as_user "$OVSNAP" take -h
+	assertEquals "ovsnap take -h as a user: $OVS_ERR" 0 "$OVS_RC"
+	assertEquals "ovsnap take -h as a user prints the help" \
+		"$("$OVSNAP" take --help)" "$OVS_OUT"
 	return 0
 }
 

@@ -72,10 +72,11 @@ test_volume_with_three_snapshots() {
 	ovs_run "$OVSNAP" list "$src"
 	assertEquals "list SRC exit: $(ovs_ran)" 0 "$OVS_RC"
 	want="ID NAME CREATED CLASS STATE SPACE MOUNTS DESCRIPTION USERDATA
-1 first T manual frozen 0B
-2 T manual frozen 0B
-3 T manual active 0B"
+1 first T manual frozen 0B - - -
+2 - T manual frozen 0B - - -
+3 - T manual active 0B - - -"
 	assertEquals "list SRC table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
+	assertFalse "no trailing blanks in the table" "printf '%s\n' \"\$OVS_OUT\" | grep -q ' \$'"
 	assertEquals "list SRC stderr" "" "$OVS_ERR"
 
 	js=$(json_esc "$store")
@@ -303,6 +304,71 @@ test_identity_and_clone_per_filesystem() {
 		assertContains "$type: fsuuid" "$reg" "fsuuid $(blkid -s UUID -o value "$OVS_DEV")"
 		assertContains "$type: clone" "$reg" "clone $want_clone"
 	done
+}
+
+# list -Hp, like zfs list -Hp: no heading, one tab between fields, no
+# padding, sizes in bytes, times as in --json; cut -f takes it apart.
+test_parsable_no_headings() {
+	local src store out
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$MKVOL" "$src" --snapshots 3 --name first
+	assertEquals "ovs-mkvol: $(ovs_ran)" 0 "$OVS_RC"
+	store=$(store_of)
+
+	ovs_run "$OVSNAP" list -Hp "$src"
+	assertEquals "list -Hp SRC exit: $(ovs_ran)" 0 "$OVS_RC"
+	out=$OVS_OUT
+	assertEquals "3 lines, no heading" 3 "$(printf '%s\n' "$out" | wc -l)"
+	assertEquals "9 tab-separated fields a line" "9 9 9" \
+		"$(printf '%s\n' "$out" | awk -F'\t' '{ print NF }' | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "ids" "1 2 3" "$(printf '%s\n' "$out" | cut -f1 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "names" "first  " "$(printf '%s\n' "$out" | cut -f2 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "created: UTC with ns, as --json" 3 \
+		"$(printf '%s\n' "$out" | cut -f3 | grep -cxE "$ISO_UTC")"
+	assertEquals "states" "frozen frozen active" \
+		"$(printf '%s\n' "$out" | cut -f5 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "space in bytes" "0 0 0" "$(printf '%s\n' "$out" | cut -f6 | tr '\n' ' ' | sed 's/ $//')"
+	assertFalse "no padding: no blank in -Hp" "printf '%s\n' \"\$out\" | grep -q ' '"
+
+	ovs_run "$OVSNAP" list --parsable "$src"
+	assertEquals "list --parsable: heading first" \
+		"$(printf 'ID\tNAME\tCREATED\tCLASS\tSTATE\tSPACE\tMOUNTS\tDESCRIPTION\tUSERDATA')" \
+		"$(printf '%s\n' "$OVS_OUT" | head -1)"
+	ovs_run "$OVSNAP" list --no-headings "$src"
+	assertEquals "list --no-headings: 3 lines" 3 "$(printf '%s\n' "$OVS_OUT" | wc -l)"
+	assertEquals "list --no-headings: first line is snapshot 1" "1 first" \
+		"$(printf '%s\n' "$OVS_OUT" | head -1 | awk '{ print $1, $2 }')"
+
+	ovs_run "$OVSNAP" list -Hp
+	assertEquals "list -Hp exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "list -Hp: the volume" "$(printf '%s\t%s\tno\t3' "$src" "$store")" "$OVS_OUT"
+
+	ovs_run "$OVSNAP" list --json -p "$src"
+	assertEquals "--json with -p: usage error" 2 "$OVS_RC"
+	assertNull "--json with -p: nothing on stdout" "$OVS_OUT"
+}
+
+# A volume without snapshots still lists its heading.
+test_heading_without_snapshots() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$MKVOL" "$src" --snapshots 0
+	assertEquals "ovs-mkvol: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list "$src"
+	assertEquals "list SRC exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "list SRC: the heading" \
+		"ID NAME CREATED CLASS STATE SPACE MOUNTS DESCRIPTION USERDATA" "$OVS_OUT"
+	ovs_run "$OVSNAP" list -p "$src"
+	assertEquals "list -p SRC: the heading, tab-separated" \
+		"$(printf 'ID\tNAME\tCREATED\tCLASS\tSTATE\tSPACE\tMOUNTS\tDESCRIPTION\tUSERDATA')" "$OVS_OUT"
+	ovs_run "$OVSNAP" list -Hp "$src"
+	assertEquals "list -Hp SRC: nothing" "" "$OVS_OUT"
 }
 
 test_help_matches_the_man_page() {

@@ -4,8 +4,10 @@
 # file until the live file is rewritten.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
+# One snapshot object a line: split at '{"id": ', not at every '{' (the
+# "userdata": {} object comes before "space").
 space_of() { # SRC ID -> bytes
-	"$OVSNAP" list --json "$1" | tr '{' '\n' | grep "\"id\": $2," | sed -n 's/.*"space": \([0-9]*\).*/\1/p'
+	"$OVSNAP" list --json "$1" | sed 's/{"id": /\n/g' | grep "^$2," | sed -n 's/.*"space": \([0-9]*\).*/\1/p'
 }
 space_case() {
 	ovs_mkfs "$1" 1G || return 1
