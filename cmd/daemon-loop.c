@@ -117,10 +117,50 @@ static int defer_request(const struct fuse_buf *buf)
 /* Whether the request this thread is serving counts in D.inflight. */
 static __thread bool counted;
 
-/* Caller holds loop_lock. */
+/*
+ * The count of modifying requests in flight and the barrier flag are
+ * read and written with sequentially consistent atomics, so a request
+ * counts itself without taking loop_lock (a contended mutex and a
+ * condition-variable wake-up per request cost more than the request):
+ *
+ *   a request:  inflight++, then reads barrier; if it is up, it backs out
+ *   a take:     barrier = 1 (under loop_lock), then reads inflight
+ *
+ * In any interleaving at least one side sees the other: either the
+ * request backs out or the take waits for it.  Whoever brings inflight
+ * to 0 while the barrier is up wakes the take, under loop_lock, so the
+ * wake-up cannot fall between the take's check and its wait.
+ */
+static bool barrier_up(void)
+{
+	return __atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST);
+}
+
+static void inflight_dec(void)
+{
+	if (__atomic_sub_fetch(&D.inflight, 1, __ATOMIC_SEQ_CST) == 0 && barrier_up()) {
+		pthread_mutex_lock(&D.loop_lock);
+		pthread_cond_broadcast(&D.barrier_cond);
+		pthread_mutex_unlock(&D.loop_lock);
+	}
+}
+
+/* Count this request unless the barrier is up; true when counted. */
+static bool count_fast(void)
+{
+	__atomic_add_fetch(&D.inflight, 1, __ATOMIC_SEQ_CST);
+	if (!barrier_up()) {
+		counted = true;
+		return true;
+	}
+	inflight_dec();
+	return false;
+}
+
+/* Caller holds loop_lock and has seen the barrier down. */
 static void count_locked(void)
 {
-	D.inflight++;
+	__atomic_add_fetch(&D.inflight, 1, __ATOMIC_SEQ_CST);
 	counted = true;
 }
 
@@ -128,11 +168,8 @@ void request_uncount(void)
 {
 	if (!counted)
 		return;
-	pthread_mutex_lock(&D.loop_lock);
 	counted = false;
-	if (--D.inflight == 0)
-		pthread_cond_broadcast(&D.loop_cond);
-	pthread_mutex_unlock(&D.loop_lock);
+	inflight_dec();
 }
 
 /*
@@ -142,7 +179,7 @@ void request_uncount(void)
  */
 void request_count(void)
 {
-	if (counted)
+	if (counted || count_fast())
 		return;
 	pthread_mutex_lock(&D.loop_lock);
 	while (D.barrier)
@@ -326,17 +363,17 @@ static void *worker_main(void *arg)
 	for (;;) {
 		int res;
 
-		pthread_mutex_lock(&D.loop_lock);
-		D.nidle++;
-		pthread_mutex_unlock(&D.loop_lock);
+		/* Idle workers are counted without loop_lock: only the
+		 * last one to wake up takes it, to start another. */
+		__atomic_add_fetch(&D.nidle, 1, __ATOMIC_SEQ_CST);
 
 		res = fuse_session_receive_buf(D.se, &buf);
 
-		pthread_mutex_lock(&D.loop_lock);
-		D.nidle--;
-		if (D.nidle == 0 && res > 0)
+		if (__atomic_sub_fetch(&D.nidle, 1, __ATOMIC_SEQ_CST) == 0 && res > 0) {
+			pthread_mutex_lock(&D.loop_lock);
 			spawn_worker();
-		pthread_mutex_unlock(&D.loop_lock);
+			pthread_mutex_unlock(&D.loop_lock);
+		}
 
 		if (res == -EINTR)
 			continue;
@@ -350,6 +387,10 @@ static void *worker_main(void *arg)
 		if (fuse_session_exited(D.se))
 			break;
 		if (!request_modifies(&buf)) {
+			process_request(&buf);
+			continue;
+		}
+		if (count_fast()) {
 			process_request(&buf);
 			continue;
 		}
@@ -414,16 +455,16 @@ static void *replayer_main(void *arg)
 static void barrier_raise(void)
 {
 	pthread_mutex_lock(&D.loop_lock);
-	D.barrier = true;
-	while (D.inflight > 0)
-		pthread_cond_wait(&D.loop_cond, &D.loop_lock);
+	__atomic_store_n(&D.barrier, true, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&D.inflight, __ATOMIC_SEQ_CST) > 0)
+		pthread_cond_wait(&D.barrier_cond, &D.loop_lock);
 	pthread_mutex_unlock(&D.loop_lock);
 }
 
 static void barrier_drop(void)
 {
 	pthread_mutex_lock(&D.loop_lock);
-	D.barrier = false;
+	__atomic_store_n(&D.barrier, false, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&D.loop_cond);
 	while (D.deferred_head && D.nreplayers < REPLAYERS_MAX &&
 	       D.nreplayers < D.ndeferred) {
@@ -854,7 +895,7 @@ static void handle_request(int conn)
 			      " open=%lu deferred=%u barrier=%d preserving=%u fusedev=%u:%u src=%s",
 			      (int)getpid(), D.layer_id,
 			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
-			      (int)D.barrier, preserving_count(), major(D.fuse_dev),
+			      (int)__atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST), preserving_count(), major(D.fuse_dev),
 			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another

@@ -96,12 +96,14 @@ struct daemon {
 
 	/* the barrier and the worker pool (daemon-loop.c) */
 	pthread_mutex_t loop_lock;
-	pthread_cond_t loop_cond;
-	bool barrier;
-	unsigned inflight;		/* modifying requests being processed */
+	pthread_cond_t loop_cond;	/* barrier down, workers gone, stop */
+	pthread_cond_t barrier_cond;	/* inflight reached 0 under a barrier */
+	bool barrier;			/* atomic; written under loop_lock */
+	unsigned inflight;		/* atomic: modifying requests being processed */
 	struct deferred *deferred_head, *deferred_tail;
 	unsigned ndeferred;
-	unsigned nworkers, nidle, nreplayers;
+	unsigned nworkers, nreplayers;	/* under loop_lock */
+	unsigned nidle;			/* atomic */
 	bool stopping;
 	int exit_status;
 };

@@ -55,6 +55,7 @@ struct daemon D = {
 	.nodes_lock = PTHREAD_MUTEX_INITIALIZER,
 	.loop_lock = PTHREAD_MUTEX_INITIALIZER,
 	.loop_cond = PTHREAD_COND_INITIALIZER,
+	.barrier_cond = PTHREAD_COND_INITIALIZER,
 	.epoch = 1,
 };
 
