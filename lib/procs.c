@@ -112,6 +112,9 @@ static bool link_under(int fd, const char *name, const void *arg)
 	if (n <= 0)
 		return false;
 	target[n] = 0;
+	/* "/" (or "/dir/"): every path below starts with the slash itself */
+	while (dlen > 0 && dir[dlen - 1] == '/')
+		dlen--;
 	return strncmp(target, dir, dlen) == 0 && (target[dlen] == '/' || target[dlen] == 0);
 }
 
