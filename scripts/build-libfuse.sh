@@ -50,6 +50,16 @@ cleanup_list() {
 # runs no trap) left it behind: remove it whatever this run does next.
 cleanup_list
 
+# The Debian archive this machine already uses (a local mirror or proxy
+# where deb.debian.org is not reachable), as apt itself reports it:
+# the first main archive that is not the security one.
+debian_mirror() {
+	local uri
+	uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 'Created-By: Packages' 2>/dev/null |
+		awk '$1 !~ /security/ && $2 !~ /-/ { print $1; exit }')
+	echo "${uri:-http://deb.debian.org/debian/}"
+}
+
 unpacked() { find "$srcdir" -maxdepth 2 -name meson.build -path '*/fuse3-*/meson.build' 2>/dev/null | head -1; }
 
 if [ -z "$(unpacked)" ]; then
@@ -72,8 +82,8 @@ if [ -z "$(unpacked)" ]; then
 	trap cleanup_list EXIT
 	trap 'exit 1' INT TERM HUP
 	printf '# ovsnap scripts/build-libfuse.sh: removed again right after apt-get source\n' >"$list"
-	printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian %s main\n' \
-		"$suite" >>"$list"
+	printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+		"$(debian_mirror)" "$suite" >>"$list"
 	apt_get update -qq || { echo "$0: apt-get update with the deb-src entry for $suite failed" >&2; exit 1; }
 	rm -rf "$srcdir.tmp"
 	mkdir -p "$srcdir.tmp"
