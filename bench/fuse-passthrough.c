@@ -12,7 +12,8 @@
  *   fuse-passthrough DIR MOUNTPOINT   (stays in the foreground; umount ends it)
  *
  * A baseline for bench/ only, no filesystem to rely on: no locks,
- * renames, links or symlinks, and root's identity for every request.
+ * links or symlinks, renames that do not update cached nodes (enough for
+ * bench/metadata-bench.sh), and root's identity for every request.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -29,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CACHE_TIMEOUT	86400.0
@@ -225,6 +227,16 @@ static void ff_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ff_remove(req, parent, name, AT_REMOVEDIR);
 }
 
+static void ff_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	if (syscall(SYS_renameat2, node_of(parent)->fd, name, node_of(newparent)->fd,
+		    newname, flags) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
 static void ff_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	char proc[64];
@@ -393,6 +405,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.mkdir = ff_mkdir,
 	.unlink = ff_unlink,
 	.rmdir = ff_rmdir,
+	.rename = ff_rename,
 	.open = ff_open,
 	.create = ff_create,
 	.read = ff_read,

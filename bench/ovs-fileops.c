@@ -3,11 +3,14 @@
  * the filesystem, not a shell loop, is what gets measured.
  *   ovs-fileops create DIR N SIZE   create N files of SIZE bytes in DIR
  *   ovs-fileops delete DIR N        unlink them again
+ *   ovs-fileops rename DIR N        rename each of them (fN -> fN.r)
+ *   ovs-fileops unrename DIR N      and back
+ *   ovs-fileops append DIR N SIZE   append SIZE bytes to each (open, write, close)
  *   ovs-fileops stat DIR            walk DIR recursively, stat every entry
  * Prints the elapsed time in nanoseconds.
  */
-#define _GNU_SOURCE
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -59,7 +62,7 @@ int main(int argc, char **argv)
 	int dfd;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: ovs-fileops create|delete|stat DIR [N [SIZE]]\n");
+		fprintf(stderr, "usage: ovs-fileops create|delete|rename|unrename|append|stat DIR [N [SIZE]]\n");
 		return 2;
 	}
 	dfd = open(argv[2], O_RDONLY | O_DIRECTORY);
@@ -79,14 +82,28 @@ int main(int argc, char **argv)
 	buf = calloc(1, size ? size : 1);
 	for (long long i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "f%08lld", i);
-		if (!strcmp(argv[1], "create")) {
-			int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (!strcmp(argv[1], "create") || !strcmp(argv[1], "append")) {
+			int fd = !strcmp(argv[1], "create")
+				 ? openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644)
+				 : openat(dfd, name, O_WRONLY | O_APPEND);
 
 			if (fd < 0 || (size && write(fd, buf, size) != size)) {
 				fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
 				return 1;
 			}
 			close(fd);
+		} else if (!strcmp(argv[1], "rename") || !strcmp(argv[1], "unrename")) {
+			char to[80];
+			bool back = !strcmp(argv[1], "unrename");
+
+			snprintf(to, sizeof(to), "%s.r", name);
+			if (renameat(dfd, back ? to : name, dfd, back ? name : to) < 0) {
+				fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
+				return 1;
+			}
+		} else if (strcmp(argv[1], "delete")) {
+			fprintf(stderr, "ovs-fileops: unknown operation %s\n", argv[1]);
+			return 2;
 		} else if (unlinkat(dfd, name, 0) < 0) {
 			fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
 			return 1;
