@@ -4,7 +4,9 @@
 # tree's manifest recorded at each take; afterwards every snapshot, seen
 # through a stock read-only overlay of its layers, must equal its
 # manifest.  Where the commands exist, daemon-served views are checked
-# too, and survivors are checked again after drops and merges.
+# too, and survivors are checked again after drops and merges; ovsnap diff
+# between snapshots and against the live tree must equal the difference
+# of the manifests.
 #
 # Reproduce a failure by hand from the build directory, e.g.
 #   OVS_ORACLE_SEED=1 bash tests/ts/oracle/oracle_test.sh -- test_oracle_xfs
@@ -58,6 +60,41 @@ $(printf '%s\n' "$out" | head -40 | cut -c1-300)"
 		fi
 		ovs_run "$OVSNAP" umount "$view"
 		assertEquals "$WHAT: ovsnap umount $view: $(ovs_ran)" 0 "$OVS_RC"
+	done
+}
+
+# ovsnap diff (issue 15) against the manifests: every snapshot against
+# the live tree (its manifest made now, the workload over) and seeded
+# random pairs of snapshots must report exactly the difference of the
+# states recorded at the takes (tests/ts/oracle/manifest_diff.py).
+check_diff() {
+	local seed=$1 extended=${2:-} ids n i a b live=$OVS_TMP/live.manifest out
+
+	ids=($(snapshot_ids))
+	n=${#ids[@]}
+	"$OVS_MANIFEST" "$SRC" >"$live" || { fail "$WHAT: ovs-manifest $SRC"; return 1; }
+	RANDOM=$seed
+	for ((i = 0; i < n + 6; i++)); do
+		if [ "$i" -lt "$n" ]; then
+			a=${ids[i]} b=live
+		else
+			a=$((RANDOM % n)) b=$((RANDOM % n))
+			[ "$a" -le "$b" ] || { local t=$a; a=$b; b=$t; }
+			a=${ids[a]} b=${ids[b]}
+		fi
+		if [ "$b" = live ]; then
+			ovs_run "$OVSNAP" diff --json "$SRC" "$a"
+		else
+			ovs_run "$OVSNAP" diff --json "$SRC" "$a" "$b"
+		fi
+		assertEquals "$WHAT: ovsnap diff $a $b: $(ovs_ran)" 0 "$OVS_RC" || continue
+		printf '%s\n' "$OVS_OUT" >"$OVS_TMP/diff.json"
+		if ! out=$(python3 "$OVSNAP_SRCDIR/tests/ts/oracle/manifest_diff.py" \
+			${extended:+--unseen-trusted} "$MF/$a.manifest" \
+			"$([ "$b" = live ] && echo "$live" || echo "$MF/$b.manifest")" "$OVS_TMP/diff.json" 2>&1); then
+			fail "$WHAT: ovsnap diff $a $b differs from the manifests:
+$(printf '%s\n' "$out" | head -24 | cut -c1-300)"
+		fi
 	done
 }
 
@@ -129,6 +166,7 @@ run_oracle() {
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
+	rm -rf "$MF"	# another test's, in this script's $OVS_TMP
 	mkdir -p "$SRC" "$MF"
 
 	# A small random starting tree, written before protection starts.
@@ -150,6 +188,7 @@ $(tail -3 "$OVS_TMP/takes.log"; grep -E '^(ovs-workload|excused)' "$OVS_TMP/ops.
 
 	check_daemon_views
 	OVS_ORACLE_WHAT=$WHAT ovs_oracle_check "$SRC" "$MF" || explain_first_mismatch view
+	check_diff "$seed" "$extended"
 	drop_and_merge "$seed"
 	return 0
 }
@@ -206,6 +245,7 @@ run_concurrent() {
 	ovs_mkfs "$fstype" 2G || return
 	SRC=$OVS_MNT/src
 	MF=$OVS_TMP/manifests
+	rm -rf "$MF"	# another test's, in this script's $OVS_TMP
 	mkdir -p "$SRC" "$MF"
 	ovs_run "$OVS_WORKLOAD" --seed "$((seed + 1000))" --ops 400 "$SRC"
 	assertEquals "$WHAT: initial tree: $(ovs_ran)" 0 "$OVS_RC" || return
@@ -261,6 +301,7 @@ $(grep -E '^(ovs-workload|excused)' "$OVS_TMP/worker.$i.log" | head -10)" 0 "$rc
 	done
 	check_daemon_views
 	OVS_ORACLE_WHAT=$WHAT ovs_oracle_check "$SRC" "$MF" || explain_first_mismatch view
+	check_diff "$seed" --extended
 	drop_and_merge "$seed"
 	return 0
 }
