@@ -42,9 +42,15 @@ rss_kb() { # PID
 fds_of() { # PID
 	[ -n "$1" ] && ls "/proc/$1/fd" 2>/dev/null | wc -l || echo "-"
 }
-walk() { # DIR: cold find -printf '%s' of every entry
+walk() { # DIR: cold find -printf '%s' of every entry; errors counted in $work/walk.err
 	drop_caches
-	time_ms find "$1" -printf '%s\n'
+	time_ms find "$1" -printf '%s\n' 2>"$work/walk.err"
+}
+walk_errors() { # LABEL: one line on the errors of the last walk, if any
+	local n
+
+	n=$(wc -l <"$work/walk.err")
+	[ "$n" -eq 0 ] || echo "$1: $n errors, e.g. $(head -1 "$work/walk.err")"
 }
 
 t0=$(now)
@@ -53,6 +59,7 @@ sync
 t1=$(now)
 echo "setup: made $N files natively: $(ms "$t0" "$t1") ms"
 nat=$(walk "$src/tree")
+walk_errors "native walk" >"$work/errors"
 
 t0=$(now)
 "$OVSNAP" take "$src" >/dev/null
@@ -66,6 +73,7 @@ d=$(pid_of ovsnapd)
 d_rss0=$(rss_kb "$d")
 
 live=$(walk "$src/tree")
+walk_errors "live-path walk" >>"$work/errors"
 d_rss=$(rss_kb "$d")
 d_fds=$(fds_of "$d")
 
@@ -73,6 +81,7 @@ d_fds=$(fds_of "$d")
 v=$(pid_of ovsnap-viewd)
 v_rss0=$(rss_kb "$v")
 vw=$(walk "$view/tree")
+walk_errors "view walk" >>"$work/errors"
 v_rss=$(rss_kb "$v")
 v_fds=$(fds_of "$v")
 nodes=$(awk '/^fuse_inode / { print $2 }' /proc/slabinfo 2>/dev/null || echo "-")
@@ -83,6 +92,7 @@ row "second take (nothing changed)" "$take2" "" ""
 row "find -printf %s, native" "$nat" "$nat" "1.00"
 row "find -printf %s, live path (ovsnapd)" "$live" "$nat" "$(ratio "$live" "$nat")"
 row "find -printf %s, view (ovsnap-viewd)" "$vw" "$nat" "$(ratio "$vw" "$nat")"
+cat "$work/errors"
 echo
 echo "after the walks (fuse_inode objects in the kernel, all FUSE mounts: $nodes):"
 per() { # KB_AFTER KB_BEFORE -> bytes per file
