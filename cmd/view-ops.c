@@ -371,16 +371,19 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 	for (;;) {
 		struct view_stack *s;
 		struct view_obj o;
+		const char *lname;
 		ssize_t n;
-		int chk, rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, chk, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
 			free(path);
 			return;
 		}
-		n = readlinkat(view_obj_dirfd(s, &o), path, buf, sizeof(buf) - 1);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &lname, &owned);
+		n = rc < 0 ? (errno = -rc, -1) : readlinkat(dfd, lname, buf, sizeof(buf) - 1);
 		rc = n < 0 ? errno : 0;
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (chk = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
 			if (chk != -EAGAIN) {
@@ -1055,8 +1058,9 @@ static void getxattr_at(fuse_req_t req, const char *path, const char *name, size
 	for (;;) {
 		struct view_stack *s;
 		struct view_obj o;
+		const char *oname;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
@@ -1075,7 +1079,9 @@ static void getxattr_at(fuse_req_t req, const char *path, const char *name, size
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		n = ovs_lgetxattrat(view_obj_dirfd(s, &o), *path ? path : ".", stored, buf, size);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &oname, &owned);
+		n = rc < 0 ? rc : ovs_lgetxattrat(dfd, oname, stored, buf, size);
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
 			if (rc != -EAGAIN) {
@@ -1120,23 +1126,25 @@ static void listxattr_at(fuse_req_t req, const char *path, size_t size)
 		struct view_obj o;
 		char *raw = NULL, *out = NULL;
 		size_t outlen = 0;
+		const char *oname;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
 			return;
 		}
-		n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".", NULL, 0);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &oname, &owned);
+		n = rc < 0 ? rc : ovs_llistxattrat(dfd, oname, NULL, 0);
 		if (n > 0) {
 			raw = malloc(n + 1);
 			out = malloc(n + 1);
 			if (!raw || !out)
 				n = -ENOMEM;
 			else
-				n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".",
-						     raw, n);
+				n = ovs_llistxattrat(dfd, oname, raw, n);
 		}
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			free(raw);
 			free(out);
