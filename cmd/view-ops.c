@@ -3,8 +3,7 @@
  * answer that involved SRC is validated as view.h explains; every request
  * that would change something fails with EROFS.
  *
- * Inodes are keyed by path: a snapshot never renames anything, so a path
- * names the same object for the whole life of the view.  Hard links of
+ * Inodes are (parent, name) nodes (see "inodes" below).  Hard links of
  * the snapshot are separate FUSE inodes with the same st_ino and st_nlink,
  * which is what stat(2)-based tools (tar, rsync, cp -a, find) go by.
  */
@@ -30,36 +29,56 @@
 
 /* ---- inodes --------------------------------------------------------------- */
 
+/*
+ * A node is (parent node, name): no descriptor and no full path per node,
+ * so a walk of a tree of millions of files costs a few dozen bytes per
+ * inode the kernel keeps cached (sizeof(struct vnode) + the name, about
+ * 48 + name bytes before malloc's rounding, plus one hash slot), and
+ * RLIMIT_NOFILE never limits how many the kernel may keep.  The path is
+ * rebuilt from the parents when a request needs it and resolved through
+ * the layer stack then, with descriptors opened for that request only.
+ *
+ * A snapshot never renames anything, so (parent, name) names the same
+ * object for the whole life of the view.  A node keeps its parent alive
+ * (children counts one reference each), so parent and name never change
+ * and may be read without node_lock while the node is referenced.
+ */
 struct vnode {
 	struct vnode *hnext;
-	uint64_t nlookup;
-	uint64_t hash;
-	char *path;
+	struct vnode *parent;
+	uint64_t nlookup;	/* the kernel's lookup references */
+	uint32_t hash;
+	uint32_t children;	/* nodes whose parent this is */
 	/* FUSE passthrough (pt_lock): the kernel puts an inode either in
 	 * passthrough mode, all its opens sharing one backing file, or in
 	 * caching mode; an open of the other kind meanwhile fails with EIO. */
-	unsigned npt;		/* open handles in passthrough mode */
-	unsigned ncached;	/* open handles served by this process */
+	uint32_t npt;		/* open handles in passthrough mode */
+	uint32_t ncached;	/* open handles served by this process */
 	int backing_id;		/* while npt > 0 */
+	uint16_t namelen;
+	char name[];
 };
 
-#define NODE_BUCKETS 65536
-static struct vnode *node_table[NODE_BUCKETS];
+/* The node table grows by doubling (load factor at most 1), so a lookup
+ * stays O(1) from ten nodes to tens of millions. */
+static struct vnode **node_table;
+static size_t node_buckets, node_count;
 static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
 /* npt, ncached and backing_id of every node; taken alone or inside
  * node_lock, never the other way round */
 static pthread_mutex_t pt_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vnode root_node = { .path = "" };
+static struct vnode root_node;
 
-static uint64_t path_hash(const char *p)
+static uint32_t node_hash(const struct vnode *parent, const char *name, size_t len)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = 1469598103934665603ULL ^ (uintptr_t)parent;
 
-	for (; *p; p++) {
-		h ^= (unsigned char)*p;
+	h *= 1099511628211ULL;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
 		h *= 1099511628211ULL;
 	}
-	return h;
+	return (uint32_t)(h ^ (h >> 32));
 }
 
 static struct vnode *node_of(fuse_ino_t ino)
@@ -72,26 +91,80 @@ static fuse_ino_t node_id(struct vnode *n)
 	return n == &root_node ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
 }
 
-/* The node of path with one more lookup reference. */
-static struct vnode *node_get(const char *path)
+/* The path of n ("" for the root), rebuilt from its parents; malloc'd. */
+static char *node_path(const struct vnode *n)
 {
-	uint64_t h = path_hash(path);
-	struct vnode *n;
+	const struct vnode *p;
+	size_t len = 0, pos;
+	char *buf;
 
-	pthread_mutex_lock(&node_lock);
-	for (n = node_table[h % NODE_BUCKETS]; n; n = n->hnext)
-		if (n->hash == h && strcmp(n->path, path) == 0)
-			break;
-	if (!n) {
-		n = calloc(1, sizeof(*n));
-		if (n && !(n->path = strdup(path))) {
-			free(n);
-			n = NULL;
+	/* each component with its '/' before it, or the NUL for the last */
+	for (p = n; p != &root_node; p = p->parent)
+		len += p->namelen + 1;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return NULL;
+	pos = len ? len - 1 : 0;
+	buf[pos] = 0;
+	for (p = n; p != &root_node; p = p->parent) {
+		pos -= p->namelen;
+		memcpy(buf + pos, p->name, p->namelen);
+		if (pos)
+			buf[--pos] = '/';
+	}
+	return buf;
+}
+
+/* Double the table (node_lock held); on ENOMEM the chains just grow. */
+static void node_table_grow(void)
+{
+	size_t nb = node_buckets ? node_buckets * 2 : 1024;
+	struct vnode **t = calloc(nb, sizeof(*t));
+
+	if (!t)
+		return;
+	for (size_t i = 0; i < node_buckets; i++) {
+		struct vnode *n, *next;
+
+		for (n = node_table[i]; n; n = next) {
+			next = n->hnext;
+			n->hnext = t[n->hash & (nb - 1)];
+			t[n->hash & (nb - 1)] = n;
 		}
+	}
+	free(node_table);
+	node_table = t;
+	node_buckets = nb;
+}
+
+/* The node of name in parent with one more lookup reference. */
+static struct vnode *node_get(struct vnode *parent, const char *name)
+{
+	size_t len = strlen(name);
+	uint32_t h = node_hash(parent, name, len);
+	struct vnode *n = NULL;
+
+	if (len > UINT16_MAX)
+		return NULL;
+	pthread_mutex_lock(&node_lock);
+	if (node_buckets)
+		for (n = node_table[h & (node_buckets - 1)]; n; n = n->hnext)
+			if (n->hash == h && n->parent == parent && n->namelen == len &&
+			    memcmp(n->name, name, len) == 0)
+				break;
+	if (!n) {
+		if (node_count >= node_buckets)
+			node_table_grow();
+		n = node_buckets ? calloc(1, sizeof(*n) + len + 1) : NULL;
 		if (n) {
+			n->parent = parent;
 			n->hash = h;
-			n->hnext = node_table[h % NODE_BUCKETS];
-			node_table[h % NODE_BUCKETS] = n;
+			n->namelen = len;
+			memcpy(n->name, name, len + 1);
+			parent->children++;
+			n->hnext = node_table[h & (node_buckets - 1)];
+			node_table[h & (node_buckets - 1)] = n;
+			node_count++;
 		}
 	}
 	if (n)
@@ -105,6 +178,8 @@ static struct vnode *node_get(const char *path)
  * still registered to a node that goes: one whose last open reply was not
  * taken (vfile_mode_end without a request).  Left open, it would keep the
  * layer file, and the space merge or drop frees, until the view goes.
+ * A node goes when the kernel forgot it and it has no children left; its
+ * parent may then go too.
  */
 static void node_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
@@ -114,12 +189,15 @@ static void node_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 		return;
 	pthread_mutex_lock(&node_lock);
 	n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
-	if (n->nlookup == 0) {
-		for (pp = &node_table[n->hash % NODE_BUCKETS]; *pp; pp = &(*pp)->hnext)
+	while (n != &root_node && n->nlookup == 0 && n->children == 0) {
+		struct vnode *parent = n->parent;
+
+		for (pp = &node_table[n->hash & (node_buckets - 1)]; *pp; pp = &(*pp)->hnext)
 			if (*pp == n) {
 				*pp = n->hnext;
 				break;
 			}
+		node_count--;
 #ifdef HAVE_FUSE_PASSTHROUGH
 		pthread_mutex_lock(&pt_lock);
 		if (n->backing_id > 0 && n->npt == 0 && req)
@@ -128,8 +206,9 @@ static void node_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 #else
 		(void)req;
 #endif
-		free(n->path);
 		free(n);
+		parent->children--;
+		n = parent;
 	}
 	pthread_mutex_unlock(&node_lock);
 }
@@ -215,9 +294,11 @@ static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e = { 0 };
 	struct view_obj o;
 	struct vnode *n;
-	char *path = child_path(node_of(parent)->path, name);
+	char *dir = node_path(node_of(parent));
+	char *path = dir ? child_path(dir, name) : NULL;
 	int rc;
 
+	free(dir);
 	if (!path) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -236,8 +317,8 @@ static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		free(path);
 		return;
 	}
-	n = node_get(path);
 	free(path);
+	n = node_get(node_of(parent), name);
 	if (!n) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -267,8 +348,10 @@ static void vop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct view *vw = VIEW(req);
 	struct view_obj o;
 	struct stat st;
-	int rc = resolve_valid(vw, node_of(ino)->path, &o, &st, NULL);
+	char *path = node_path(node_of(ino));
+	int rc = path ? resolve_valid(vw, path, &o, &st, NULL) : -ENOMEM;
 
+	free(path);
 	if (rc < 0)
 		fuse_reply_err(req, rc == -ENOENT ? ESTALE : -rc);
 	else
@@ -278,25 +361,34 @@ static void vop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct view *vw = VIEW(req);
-	const char *path = node_of(ino)->path;
+	char *path = node_path(node_of(ino));
 	char buf[PATH_MAX + 1];
 
+	if (!path) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	for (;;) {
 		struct view_stack *s;
 		struct view_obj o;
+		const char *lname;
 		ssize_t n;
-		int chk, rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, chk, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
+			free(path);
 			return;
 		}
-		n = readlinkat(view_obj_dirfd(s, &o), path, buf, sizeof(buf) - 1);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &lname, &owned);
+		n = rc < 0 ? (errno = -rc, -1) : readlinkat(dfd, lname, buf, sizeof(buf) - 1);
 		rc = n < 0 ? errno : 0;
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (chk = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
 			if (chk != -EAGAIN) {
 				fuse_reply_err(req, -chk);
+				free(path);
 				return;
 			}
 			view_refresh(vw);
@@ -309,6 +401,7 @@ static void vop_readlink(fuse_req_t req, fuse_ino_t ino)
 			buf[n] = 0;
 			fuse_reply_readlink(req, buf);
 		}
+		free(path);
 		return;
 	}
 }
@@ -332,7 +425,7 @@ struct vfile {
 	int old_fd;		/* SRC's fd after the switch (a read may still use it) */
 	bool from_src;		/* still backed by SRC: every read is validated */
 	struct view_gen gen;	/* layer list under which fd was last known right */
-	const char *path;	/* the node's, which outlives the handle */
+	char *path;		/* the node's, rebuilt at open */
 };
 
 /* Open path's object as the view resolves it now; *from_src says whether
@@ -518,20 +611,24 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct view_gen gen;
 	struct vfile *f;
 	bool from_src;
+	char *path;
 	int fd;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	fd = open_current(vw, node_of(ino)->path, O_RDONLY, &from_src, &gen);
+	path = node_path(node_of(ino));
+	fd = path ? open_current(vw, path, O_RDONLY, &from_src, &gen) : -ENOMEM;
 	if (fd < 0) {
+		free(path);
 		fuse_reply_err(req, -fd);
 		return;
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		close(fd);
+		free(path);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -540,7 +637,7 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	f->old_fd = -1;
 	f->from_src = from_src;
 	f->gen = gen;
-	f->path = node_of(ino)->path;
+	f->path = path;
 	fi->fh = (uintptr_t)f;
 	/* the content of a snapshot never changes */
 	fi->keep_cache = 1;
@@ -548,6 +645,7 @@ static void vop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		vfile_mode_end(NULL, node_of(ino), f);
 		close(fd);
+		free(f->path);
 		free(f);
 	}
 }
@@ -672,6 +770,7 @@ static void vop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	if (f->old_fd >= 0)
 		close(f->old_fd);
 	pthread_mutex_destroy(&f->lock);
+	free(f->path);
 	free(f);
 	fuse_reply_err(req, 0);
 }
@@ -692,10 +791,11 @@ struct vdir {
 static void vop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct view *vw = VIEW(req);
-	const char *path = node_of(ino)->path;
-	struct vdir *d = calloc(1, sizeof(*d));
+	char *path = node_path(node_of(ino));
+	struct vdir *d = path ? calloc(1, sizeof(*d)) : NULL;
 
 	if (!d) {
+		free(path);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -711,6 +811,7 @@ static void vop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		rc = view_stack_get(vw, &s);
 		if (rc < 0) {
 			free(d);
+			free(path);
 			fuse_reply_err(req, -rc);
 			return;
 		}
@@ -730,6 +831,7 @@ static void vop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			view_stack_put(s);
 			if (rc < 0) {
 				free(d);
+				free(path);
 				fuse_reply_err(req, -rc);
 				return;
 			}
@@ -758,6 +860,7 @@ static void vop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			free(parent);
 		}
 	}
+	free(path);
 	fi->fh = (uintptr_t)d;
 	fi->keep_cache = 1;
 	fi->cache_readdir = 1;
@@ -822,7 +925,7 @@ static void vop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 {
 	struct view *vw = VIEW(req);
 	struct vdir *d = (struct vdir *)(uintptr_t)fi->fh;
-	const char *dir = node_of(ino)->path;
+	struct vnode *dir = node_of(ino);
 	char *buf = malloc(size), *p = buf;
 	size_t left = size, ngot = 0;
 	fuse_ino_t *got;
@@ -847,11 +950,9 @@ static void vop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 			e.attr.st_mode = S_IFDIR;
 		} else {
 			const struct view_dirent *de = &d->ents[i - 2];
-			char *path = child_path(dir, de->name);
 
 			name = de->name;
-			n = path ? node_get(path) : NULL;
-			free(path);
+			n = node_get(dir, de->name);
 			if (!n) {
 				if (p == buf) {
 					free(buf);
@@ -948,18 +1049,18 @@ static bool caller_may_list_trusted(fuse_req_t req)
 	return found && (caps & (1ULL << CAP_SYS_ADMIN));
 }
 
-static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+static void getxattr_at(fuse_req_t req, const char *path, const char *name, size_t size)
 {
 	struct view *vw = VIEW(req);
-	const char *path = node_of(ino)->path;
 	char stored[XATTR_NAME_MAX + 32];
 	char *buf = NULL;
 
 	for (;;) {
 		struct view_stack *s;
 		struct view_obj o;
+		const char *oname;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
@@ -978,7 +1079,9 @@ static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		n = ovs_lgetxattrat(view_obj_dirfd(s, &o), *path ? path : ".", stored, buf, size);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &oname, &owned);
+		n = rc < 0 ? rc : ovs_lgetxattrat(dfd, oname, stored, buf, size);
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			view_stack_put(s);
 			if (rc != -EAGAIN) {
@@ -1001,10 +1104,21 @@ static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	}
 }
 
-static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+static void vop_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *path = node_path(node_of(ino));
+
+	if (!path) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	getxattr_at(req, path, name, size);
+	free(path);
+}
+
+static void listxattr_at(fuse_req_t req, const char *path, size_t size)
 {
 	struct view *vw = VIEW(req);
-	const char *path = node_of(ino)->path;
 	bool trusted_ok = caller_may_list_trusted(req);
 
 	for (;;) {
@@ -1012,23 +1126,25 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		struct view_obj o;
 		char *raw = NULL, *out = NULL;
 		size_t outlen = 0;
+		const char *oname;
 		ssize_t n;
-		int rc = resolve_valid(vw, path, &o, NULL, &s);
+		int dfd, owned, rc = resolve_valid(vw, path, &o, NULL, &s);
 
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
 			return;
 		}
-		n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".", NULL, 0);
+		rc = view_path_at(view_obj_dirfd(s, &o), path, &dfd, &oname, &owned);
+		n = rc < 0 ? rc : ovs_llistxattrat(dfd, oname, NULL, 0);
 		if (n > 0) {
 			raw = malloc(n + 1);
 			out = malloc(n + 1);
 			if (!raw || !out)
 				n = -ENOMEM;
 			else
-				n = ovs_llistxattrat(view_obj_dirfd(s, &o), *path ? path : ".",
-						     raw, n);
+				n = ovs_llistxattrat(dfd, oname, raw, n);
 		}
+		view_path_done(owned);
 		if (o.layer == VIEW_SRC && (rc = view_src_answer_check(vw, s, path, &s->gen))) {
 			free(raw);
 			free(out);
@@ -1062,6 +1178,18 @@ static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		free(out);
 		return;
 	}
+}
+
+static void vop_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *path = node_path(node_of(ino));
+
+	if (!path) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	listxattr_at(req, path, size);
+	free(path);
 }
 
 /* ---- everything that would change the snapshot ------------------------------ */

@@ -245,6 +245,70 @@ void view_close(struct view *vw)
 	pthread_mutex_destroy(&vw->lock);
 }
 
+/* ---- paths of any length ------------------------------------------------- */
+
+/* Bytes of path resolved by one openat2: well below PATH_MAX, and always
+ * holding a '/' (a component is at most NAME_MAX bytes). */
+#define VIEW_PATH_PIECE 2048
+
+int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_out,
+		 int *owned)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	const char *last = strrchr(path, '/'), *p = path;
+	char piece[VIEW_PATH_PIECE + 1];
+	int cur = dirfd, fd;
+
+	*owned = -1;
+	if (strlen(path) < PATH_MAX - 1 || !last) {
+		*dirfd_out = dirfd;
+		*name_out = *path ? path : ".";
+		return 0;
+	}
+	while (p < last) {
+		size_t len = (size_t)(last - p);
+
+		if (len > VIEW_PATH_PIECE) {
+			/* end the piece at a '/' */
+			len = VIEW_PATH_PIECE;
+			while (len && p[len] != '/')
+				len--;
+			if (!len) {
+				view_path_done(*owned);
+				*owned = -1;
+				return -ENAMETOOLONG;
+			}
+		}
+		memcpy(piece, p, len);
+		piece[len] = 0;
+		fd = syscall(SYS_openat2, cur, piece, &how, sizeof(how));
+		if (fd < 0) {
+			fd = -errno;
+			view_path_done(*owned);
+			*owned = -1;
+			return fd;
+		}
+		view_path_done(*owned);
+		*owned = cur = fd;
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	*dirfd_out = cur;
+	*name_out = last + 1;
+	return 0;
+}
+
+void view_path_done(int owned)
+{
+	if (owned >= 0)
+		close(owned);
+}
+
 /* ---- resolution and validation ------------------------------------------ */
 
 int view_resolve(struct view_stack *s, const char *path, struct view_obj *o)
@@ -303,25 +367,31 @@ uint64_t view_newest_signature(struct view_stack *s, const char *path)
 	uint64_t h = 1469598103934665603ULL;
 	struct stat st;
 	struct dirent *de;
+	const char *name;
+	int fd, dfd, owned = -1;
 	DIR *d;
-	int fd;
 
 #define MIX(p, len) do { const unsigned char *_c = (const void *)(p); \
 	for (size_t _i = 0; _i < (len); _i++) { h ^= _c[_i]; h *= 1099511628211ULL; } } while (0)
 	if (*path && covered_in_newest(s, path) == 0)
 		return h;	/* nothing at path in U_n */
-	if (fstatat(top, *path ? path : ".", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (view_path_at(top, path, &dfd, &name, &owned) < 0 ||
+	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		/* covered by an ancestor (whiteout, file, opaque dir) */
+		view_path_done(owned);
 		MIX("ancestor", 8);
 		return h;
 	}
 	MIX(&st.st_ino, sizeof(st.st_ino));
 	MIX(&st.st_mode, sizeof(st.st_mode));
-	if (!S_ISDIR(st.st_mode))
+	if (!S_ISDIR(st.st_mode)) {
+		view_path_done(owned);
 		return h;
-	if (ovl_is_opaque_at(top, *path ? path : ".") == 1)
+	}
+	if (ovl_is_opaque_at(dfd, name) == 1)
 		MIX("opaque", 6);
-	fd = openat(top, *path ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	view_path_done(owned);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
@@ -355,17 +425,22 @@ int view_open_obj(struct view_stack *s, const char *path, const struct view_obj 
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 			   RESOLVE_NO_XDEV,
 	};
-	int fd;
+	const char *name;
+	int fd, dfd, owned, rc;
 
+	rc = view_path_at(view_obj_dirfd(s, o), path, &dfd, &name, &owned);
+	if (rc < 0)
+		return rc;
 	/* reading a snapshot changes nothing, not even access times */
 	how.flags |= O_NOATIME;
-	fd = syscall(SYS_openat2, view_obj_dirfd(s, o), *path ? path : ".", &how, sizeof(how));
+	fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
 	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
 		how.flags &= ~O_NOATIME;
-		fd = syscall(SYS_openat2, view_obj_dirfd(s, o), *path ? path : ".", &how,
-			     sizeof(how));
+		fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
 	}
-	return fd < 0 ? -errno : fd;
+	rc = fd < 0 ? -errno : fd;
+	view_path_done(owned);
+	return rc;
 }
 
 /* ---- what the view shows ---------------------------------------------- */
@@ -376,9 +451,14 @@ static bool read_origin(int dirfd, const char *path, ino_t *ino, struct timespec
 	char buf[256];
 	ssize_t n;
 	unsigned long long i, sec, nsec;
+	const char *name;
+	int dfd, owned;
 	char *p;
 
-	n = ovs_lgetxattrat(dirfd, *path ? path : ".", OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	if (view_path_at(dirfd, path, &dfd, &name, &owned) < 0)
+		return false;
+	n = ovs_lgetxattrat(dfd, name, OVS_XATTR_ORIGIN, buf, sizeof(buf) - 1);
+	view_path_done(owned);
 	if (n <= 0)
 		return false;
 	buf[n] = 0;

@@ -132,6 +132,18 @@ int view_src_answer_check(struct view *vw, struct view_stack *s, const char *pat
 /* Fingerprint of what U_n holds at path (absent, whiteout, entries). */
 uint64_t view_newest_signature(struct view_stack *s, const char *path);
 
+/*
+ * Paths of any length (DESIGN.md rule 18): the directory that holds the
+ * last component of path below dirfd, and that component.  A path the
+ * kernel takes whole (shorter than PATH_MAX) is used as it is: *dirfd_out
+ * is dirfd, *name_out is path ("." for "") and *owned is -1.  A longer
+ * one has its parent opened in pieces, each beneath the last, no symlink
+ * followed and no mount crossed: *owned is that fd, for view_path_done.
+ */
+int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_out,
+		 int *owned);
+void view_path_done(int owned);
+
 /* Open the object o of path for reading (O_NOFOLLOW, beneath its layer). */
 int view_open_obj(struct view_stack *s, const char *path, const struct view_obj *o,
 		  int flags);

@@ -20,10 +20,16 @@
 
 #define EXTENTS_PER_CALL 128
 
+/* The multiply-linked inodes counted already: a hash set (open
+ * addressing, linear probing, at most half full), so a layer of 10^6
+ * hard links costs one probe per name, not a search of every inode seen
+ * (issue 13 item 3).  0 marks a free slot; an inode number 0 is kept
+ * aside. */
 struct usage {
 	uint64_t bytes;
-	ino_t *seen;		/* multiply-linked inodes counted already */
-	size_t nseen, capseen;
+	ino_t *seen;
+	size_t nseen, capseen;	/* capseen: a power of two, or 0 */
+	bool seen_zero;
 };
 
 /* Bytes of fd's extents that no other file shares; -1 if FIEMAP cannot
@@ -67,23 +73,55 @@ static int64_t unshared_bytes(int fd)
 	return total;
 }
 
+static size_t ino_slot(ino_t ino, size_t cap)
+{
+	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ULL;
+
+	return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* Insert ino (not 0, not yet there) into set of capacity cap. */
+static void ino_insert(ino_t *set, size_t cap, ino_t ino)
+{
+	size_t i = ino_slot(ino, cap);
+
+	while (set[i])
+		i = (i + 1) & (cap - 1);
+	set[i] = ino;
+}
+
 static bool seen_before(struct usage *u, const struct stat *st)
 {
-	if (st->st_nlink < 2)
+	size_t i;
+
+	if (st->st_nlink < 2 || S_ISDIR(st->st_mode))
 		return false;
-	for (size_t i = 0; i < u->nseen; i++)
-		if (u->seen[i] == st->st_ino)
-			return true;
-	if (u->nseen == u->capseen) {
+	if (st->st_ino == 0) {
+		bool was = u->seen_zero;
+
+		u->seen_zero = true;
+		return was;
+	}
+	if (u->capseen) {
+		for (i = ino_slot(st->st_ino, u->capseen); u->seen[i]; i = (i + 1) & (u->capseen - 1))
+			if (u->seen[i] == st->st_ino)
+				return true;
+	}
+	if (2 * (u->nseen + 1) > u->capseen) {
 		size_t cap = u->capseen ? u->capseen * 2 : 64;
-		ino_t *p = realloc(u->seen, cap * sizeof(*p));
+		ino_t *p = calloc(cap, sizeof(*p));
 
 		if (!p)
 			return false;	/* counted twice rather than failing */
+		for (i = 0; i < u->capseen; i++)
+			if (u->seen[i])
+				ino_insert(p, cap, u->seen[i]);
+		free(u->seen);
 		u->seen = p;
 		u->capseen = cap;
 	}
-	u->seen[u->nseen++] = st->st_ino;
+	ino_insert(u->seen, u->capseen, st->st_ino);
+	u->nseen++;
 	return false;
 }
 

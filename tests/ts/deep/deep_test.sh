@@ -179,6 +179,19 @@ test_preserve_beyond_path_max() {
 	umount "$view" || umount -l "$view"
 	ok "show in snapshot 1"
 	assertEquals "snapshot 1 shows the tree as it was at the take" "$before" "$OVS_OUT"
+
+	# the same through the views daemon, which names what it opens by
+	# paths from the layer roots: those beyond PATH_MAX are opened in
+	# pieces (issue 13)
+	view=$OVS_TMP/view.daemon
+	mkdir -p "$view"
+	ovs_run "$OVSNAP" mount "$SRC" 1 "$view"
+	ok "mount a view of snapshot 1"
+	ovs_run python3 "$BEYOND" "$view" "$levels" show
+	ok "show in the view of snapshot 1"
+	assertEquals "the view shows the tree as it was at the take" "$before" "$OVS_OUT"
+	ovs_run "$OVSNAP" umount "$view"
+	ok "umount the view"
 }
 
 . "$SHUNIT2"
