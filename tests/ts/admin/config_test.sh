@@ -138,6 +138,13 @@ post 1
 pre $SRC timeline
 post 2" "$(cat "$log")"
 
+	# The hooks run under the volume's lock: a command of the hook that
+	# needs it fails (without --wait).
+	conf "PRE_HOOK='\"\$OVSNAP\" hold \"\$OVSNAP_SOURCE\" 1'"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a pre-hook that needs the lock: exit 1: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "the hook's command found the lock held" "$OVS_ERR" "volume $SRC is busy"
+	assertContains "the take says the hook failed" "$OVS_ERR" "PRE_HOOK ($CONF) failed"
 	# A failing pre-hook of a later take: nothing new.
 	conf "PRE_HOOK=false"
 	echo new >"$SRC/f"
