@@ -217,6 +217,7 @@ int cmd_hold(int argc, const char **argv);
 int cmd_release(int argc, const char **argv);
 int cmd_modify(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
+int cmd_config(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "conf.h"
 #include "control.h"
 #include "ovsnap-private.h"
 
@@ -53,16 +54,95 @@ static void daemon_log_path(struct ovs_volume *v, char *buf, size_t len)
 	snprintf(buf, len, "%.*s.log", (int)n, sock);
 }
 
+/*
+ * Where systemd runs, the daemon gets a unit of its own, ovsnapd@NAME
+ * (NAME: systemd-escape --path SRC): forked from a oneshot service (the
+ * rotation timer's take, ovsnap-activate.service) it would live in that
+ * service's cgroup and be killed when the service ends.  Elsewhere, and
+ * when the CLI points the daemon at other directories than the unit's
+ * ($OVSNAP_STATE_DIR, $OVSNAP_RUN_DIR, $OVSNAPD), a plain fork.
+ * $OVSNAP_DAEMON_START=fork|systemd decides instead.
+ */
+static int daemon_start_mode_systemd(bool *systemd)
+{
+	const char *mode = getenv("OVSNAP_DAEMON_START");
+	static const char *const own_env[] = { "OVSNAP_STATE_DIR", "OVSNAP_RUN_DIR", "OVSNAPD" };
+
+	if (mode && *mode) {
+		if (strcmp(mode, "fork") != 0 && strcmp(mode, "systemd") != 0)
+			return ovs_err(EINVAL, "OVSNAP_DAEMON_START=%s: fork or systemd", mode);
+		*systemd = strcmp(mode, "systemd") == 0;
+		return 0;
+	}
+	*systemd = access("/run/systemd/system", F_OK) == 0;
+	for (size_t i = 0; i < sizeof(own_env) / sizeof(own_env[0]); i++)
+		if (getenv(own_env[i]) && *getenv(own_env[i]))
+			*systemd = false;
+	return 0;
+}
+
+/* systemctl start ovsnapd@NAME.service: with Type=notify it returns once
+ * the daemon has mounted over SRC, or failed. */
+static int daemon_start_unit(struct ovs_volume *v)
+{
+	const char *systemctl = getenv("OVSNAP_SYSTEMCTL");
+	char name[256], unit[320];
+	int rc, status;
+	pid_t pid;
+
+	if (!systemctl || !*systemctl)
+		systemctl = "systemctl";
+	rc = ovs_unit_escape_path(ovs_volume_source(v), name, sizeof(name));
+	if (rc < 0)
+		return rc;
+	snprintf(unit, sizeof(unit), "ovsnapd@%s.service", name);
+	pid = fork();
+	if (pid < 0)
+		return ovs_err(errno, "fork: %m");
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		/* Our one line says what failed; systemctl's own
+		 * messages would be a second. */
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execlp(systemctl, systemctl, "start", unit, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return ovs_err(errno, "wait for %s: %m", systemctl);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return ovs_err(EIO, "'%s start %s' failed (%s %d); see 'systemctl status %s' "
+			       "and 'journalctl -u %s'", systemctl, unit,
+			       WIFEXITED(status) ? "exit status" : "signal",
+			       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			       unit, unit);
+	if (!ovs_daemon_running(v))
+		return ovs_err(EIO, "%s started, but no daemon answers on %s (is the unit "
+			       "still serving a detached mount? 'systemctl status %s')", unit,
+			       ovs_volume_socket(v), unit);
+	return 0;
+}
+
 int ovs_daemon_start(struct ovs_volume *v)
 {
 	char log[PATH_MAX];
 	char *const argv[] = { "ovsnapd", "--ready-fd", "3", (char *)ovs_volume_source(v), NULL };
+	bool systemd = false;
 	pid_t pid;
 	int rc;
 
 	rc = ovs_mkdir_run_dir();
+	if (rc == 0)
+		rc = daemon_start_mode_systemd(&systemd);
 	if (rc < 0)
 		return rc;
+	if (systemd)
+		return daemon_start_unit(v);
 	daemon_log_path(v, log, sizeof(log));
 	pid = ovs_spawn_ready(ovs_helper_path("ovsnapd", "OVSNAPD"), argv, log,
 			      DAEMON_START_TIMEOUT_MS);

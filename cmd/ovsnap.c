@@ -34,6 +34,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
 	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT },
+	{ "config",	cmd_config,	"show the settings of a volume (its ovsnap.conf(5) file)", 0 },
 	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
 	{ "help",	cmd_help,	"show the help of a command", 0 },
 	{ NULL, NULL, NULL, 0 }

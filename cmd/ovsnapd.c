@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "sd-notify.h"
 #include "control.h"
 #include "ovsnap-private.h"
 
@@ -320,6 +321,19 @@ out:
 	return rc;
 }
 
+/* Under ovsnapd@.service (Type=notify): ready, or why not. */
+static void notify_status(const char *what, bool ready)
+{
+	char *msg;
+
+	if (asprintf(&msg, "%sSTATUS=%s%s", ready ? "READY=1\n" : "",
+		     ready ? "serving " : "setup failed: ", what) < 0)
+		return;
+	if (ovs_sd_notify(msg) < 0)
+		dlog(LOG_WARNING, "cannot notify systemd on $NOTIFY_SOCKET");
+	free(msg);
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: ovsnapd [--foreground] [--ready-fd N] [--debug] SRC\n"
@@ -416,13 +430,16 @@ int main(int argc, char **argv)
 		dlog(LOG_ERR, "%s: %s", argv[optind], ovs_last_error());
 		if (ready_fd >= 0)
 			dprintf(ready_fd, "err %s\n", ovs_last_error());
+		notify_status(ovs_last_error(), false);
 		return 1;
 	}
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok\n");
 		close(ready_fd);
 	}
+	notify_status(argv[optind], true);
 	rc = daemon_loop();
+	ovs_sd_notify("STOPPING=1");
 	dlog(LOG_INFO, "exiting");
 	return rc;
 }

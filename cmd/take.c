@@ -10,15 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
+#include "conf.h"
 #include "ovsnap-private.h"
 #include "retention.h"
 
 static char *opt_name, *opt_store, *opt_keep, *opt_description, *opt_class, *opt_post;
 static const char **opt_userdata;
 static int opt_json, opt_force, opt_wait, opt_hold, opt_no_wait, opt_pre;
+static int opt_timer;
+/* The volume's ovsnap.conf(5): hooks, and the timer's rules. */
+static struct ovs_conf conf;
 /* What the take records about the new snapshot besides its name. */
 static struct ovs_snap_change change = OVS_SNAP_CHANGE_INIT;
 
@@ -42,6 +47,9 @@ static struct poptOption take_options[] = {
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
 	  "after the take, drop what the retention policy SPEC does not keep "
 	  "(as ovsnap drop --keep)", "SPEC" },
+	{ "timer", 0, POPT_ARG_NONE, &opt_timer, 0,
+	  "the rotation timer's take: CLASS, KEEP and SPACE_LIMIT from the volume's "
+	  "ovsnap.conf(5)", NULL },
 	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
 	  "print the new snapshot as a JSON object", NULL },
 	{ "store", 's', POPT_ARG_STRING, &opt_store, 0,
@@ -201,14 +209,84 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	return EXIT_OK;
 }
 
+/*
+ * Run a PRE_HOOK or POST_HOOK of the volume's config with sh -c, its
+ * stdout on our stderr (stdout is the new id).  id: the new snapshot, 0
+ * for none (the pre-hook; a post-hook after a take that failed).
+ * EXIT_OK, or EXIT_FAIL after one line.
+ */
+static int run_hook(const char *src, const char *key, const char *cmd, uint64_t id)
+{
+	char ids[32] = "";
+	int status;
+	pid_t pid;
+
+	if (!cmd)
+		return EXIT_OK;
+	if (id)
+		snprintf(ids, sizeof(ids), "%" PRIu64, id);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		ovs_error("take %s: %s: fork: %s", src, key, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (pid == 0) {
+		if (setenv("OVSNAP_SOURCE", src, 1) < 0 || setenv("OVSNAP_HOOK", key, 1) < 0 ||
+		    setenv("OVSNAP_SNAPSHOT", ids, 1) < 0 ||
+		    setenv("OVSNAP_CLASS", ovs_snap_class_name(change.cls), 1) < 0 ||
+		    dup2(2, 1) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			ovs_error("take %s: %s: wait: %s", src, key, strerror(errno));
+			return EXIT_FAIL;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return EXIT_OK;
+	if (WIFEXITED(status))
+		ovs_error("take %s: %s (%s) failed with exit status %d%s", src, key, conf.path,
+			  WEXITSTATUS(status), id || strcmp(key, "PRE_HOOK") ? "" :
+			  ": no snapshot taken");
+	else
+		ovs_error("take %s: %s (%s) killed by signal %d%s", src, key, conf.path,
+			  WTERMSIG(status), id || strcmp(key, "PRE_HOOK") ? "" :
+			  ": no snapshot taken");
+	return EXIT_FAIL;
+}
+
+static int take_snapshot(struct ovs_volume *v, const char *src, uint64_t *id);
+
+/* The take between the volume's hooks: a failing PRE_HOOK takes nothing;
+ * the POST_HOOK runs after every take the PRE_HOOK ran for, failed or not
+ * (it undoes what the PRE_HOOK did, e.g. unfreezes a database). */
 static int take_locked(struct ovs_volume *v, const char *src)
 {
-	uint64_t id;
-	int rc, status;
+	uint64_t id = 0;
+	int status, post;
 
 	status = check_name(v, src);
 	if (status != EXIT_OK)
 		return status;
+	status = run_hook(src, "PRE_HOOK", conf.pre_hook, 0);
+	if (status != EXIT_OK)
+		return status;
+	status = take_snapshot(v, src, &id);
+	post = run_hook(src, "POST_HOOK", conf.post_hook, id);
+	if (status == EXIT_OK && opt_keep)
+		status = ovs_drop_by_policy(v, opt_keep, change.cls, false, false);
+	return status != EXIT_OK ? status : post;
+}
+
+static int take_snapshot(struct ovs_volume *v, const char *src, uint64_t *idp)
+{
+	uint64_t id;
+	int rc, status;
+
 	if (opt_post) {
 		const struct ovs_snapshot *pre;
 
@@ -264,6 +342,7 @@ static int take_locked(struct ovs_volume *v, const char *src)
 	 * The daemon registers the snapshot as manual, without a hold: a
 	 * crash before this one rewrite leaves a snapshot that no timer rule
 	 * prunes. */
+	*idp = id;
 	rc = ovs_registry_load(v);
 	if (rc == 0 && (change.hold != -1 || change.cls > OVS_CLASS_MANUAL ||
 			change.description || change.nuserdata || change.pre))
@@ -274,9 +353,33 @@ static int take_locked(struct ovs_volume *v, const char *src)
 		ovs_error_lib(rc, "take %s: snapshot %" PRIu64 " was taken, but", src, id);
 		return EXIT_FAIL;
 	}
-	if (opt_keep)
-		return ovs_drop_by_policy(v, opt_keep, change.cls, false, false);
 	return EXIT_OK;
+}
+
+/*
+ * The rules of take --timer: KEEP (or, from before ovsnap.conf(5), the
+ * rotation unit's $OVSNAP_KEEP, which *legacy gets so that the file made
+ * now carries it on) and SPACE_LIMIT.  *spec: free() it.
+ */
+static int timer_rules(const char *src, char **spec, const char **legacy)
+{
+	const char *keep = ovs_conf_keep(&conf), *env = getenv("OVSNAP_KEEP");
+	struct ovs_keep_policy policy;
+	int rc;
+
+	if (!conf.keep && env && *env) {
+		rc = ovs_keep_parse(env, &policy);
+		if (rc < 0)
+			return ovs_err_keep(-rc, "OVSNAP_KEEP");
+		keep = env;
+		if (conf.exists)
+			ovs_error("take %s: OVSNAP_KEEP (/etc/ovsnap/rotate-*.conf) is deprecated; "
+				  "set KEEP in %s", src, conf.path);
+		else
+			*legacy = env;
+	}
+	*spec = ovs_conf_timer_spec(&conf, keep);
+	return *spec ? 0 : ovs_err(ENOMEM, "out of memory");
 }
 
 int cmd_take(int argc, const char **argv)
@@ -285,8 +388,9 @@ int cmd_take(int argc, const char **argv)
 	const char **args;
 	poptContext pc;
 	struct ovs_userdata *userdata = NULL;
-	char *src = NULL;
-	int status, n, setup_fd = -1;
+	char *src = NULL, *timer_spec = NULL;
+	const char *legacy_keep = NULL;
+	int status, n, conf_rc, setup_fd = -1;
 	bool created = false;
 
 	pc = ovs_popt_parse("take", argc, argv, take_options, "SRC", &status);
@@ -328,16 +432,40 @@ int cmd_take(int argc, const char **argv)
 		change.cls = OVS_CLASS_POST;
 	if (opt_hold)
 		change.hold = 1;
+	if (opt_timer && (opt_keep || opt_class || opt_pre || opt_post)) {
+		ovs_error("take: --timer takes its rules from ovsnap.conf(5): not with "
+			  "--keep, --class, --pre or --post");
+		status = EXIT_USAGE;
+		goto out;
+	}
 	status = EXIT_FAIL;
 	src = ovs_resolve_source("take", args[0]);
 	if (!src)
 		goto out;
+	/* A bad config is refused before anything is done. */
+	conf_rc = ovs_conf_load(src, &conf);
+	if (conf_rc == 0 && opt_timer)
+		conf_rc = timer_rules(src, &timer_spec, &legacy_keep);
+	if (conf_rc < 0) {
+		ovs_error_lib(conf_rc, "take %s", src);
+		goto out;
+	}
+	if (opt_timer) {
+		opt_keep = timer_spec;
+		change.cls = ovs_conf_class(&conf);
+	}
 	status = open_or_create(src, &v, &setup_fd, &created);
 	if (status != EXIT_OK)
 		goto out;
 	status = ovs_lock_loaded("take", v, opt_wait || created);
 	if (status == EXIT_OK)
 		status = take_locked(v, src);
+	if (status == EXIT_OK && !conf.exists) {
+		conf_rc = ovs_conf_create_default(src, legacy_keep);
+		if (conf_rc < 0)
+			ovs_error_lib(conf_rc, "take %s: the snapshot was taken, but its settings file "
+				      "was not made", src);
+	}
 	if (created && !ovs_daemon_running(v)) {
 		/* The setup failed half way (the snapshot mount never came
 		 * up): leave nothing behind, not even the store folder.  A
@@ -367,6 +495,10 @@ out:
 		close(setup_fd);
 	free(src);
 	free(userdata);
+	if (opt_timer)
+		opt_keep = NULL;
+	free(timer_spec);
+	ovs_conf_clear(&conf);
 	ovs_free_argv(opt_userdata);
 	opt_userdata = NULL;
 	poptFreeContext(pc);

@@ -19,9 +19,10 @@
 #   OVSNAP_SRCDIR       top of the source tree
 #   SHUNIT2             the shunit2 library
 #
-# Every script gets a private $OVS_TMP and points OVSNAP_STATE_DIR and
-# OVSNAP_RUN_DIR into it, so tests never touch /var/lib/ovsnap or
-# /run/ovsnap.
+# Every script gets a private $OVS_TMP and points OVSNAP_STATE_DIR,
+# OVSNAP_RUN_DIR and OVSNAP_CONF_DIR into it, so tests never touch
+# /var/lib/ovsnap, /run/ovsnap or /etc/ovsnap; daemons are forked
+# (OVSNAP_DAEMON_START=fork), never started as systemd units of the host.
 #
 # Cleanup: helpers.sh defines shunit2's tearDown() and oneTimeTearDown().
 # After every test, tearDown() unmounts everything under $OVS_TMP (deepest
@@ -108,8 +109,10 @@ OVS_TMP=$(mktemp -d "${OVS_TMPDIR:-/var/tmp}/ovsnap-test.XXXXXX") || {
 chmod 0755 "$OVS_TMP"
 OVSNAP_STATE_DIR=$OVS_TMP/state
 OVSNAP_RUN_DIR=$OVS_TMP/run
+OVSNAP_CONF_DIR=$OVS_TMP/conf
+OVSNAP_DAEMON_START=fork
 mkdir -p -m 0755 "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
-export OVS_TMP OVSNAP_STATE_DIR OVSNAP_RUN_DIR
+export OVS_TMP OVSNAP_STATE_DIR OVSNAP_RUN_DIR OVSNAP_CONF_DIR OVSNAP_DAEMON_START
 # Until ovs_mkfs succeeds, $OVS_MNT names a regular file: "$OVS_MNT/src"
 # of a test whose ovs_mkfs failed unseen can never be created or reach a
 # directory of the host (it used to be "/src").
@@ -373,7 +376,7 @@ ovs_teardown() {
 	ovs__umount_all lazy
 	ovs__detach_loops
 	rm -rf "${OVS_TMP:?}"/fs* "$OVS_TMP/.mounts" "$OVSNAP_STATE_DIR" \
-		"$OVSNAP_RUN_DIR" "$OVS_TMP"/view* 2>/dev/null
+		"$OVSNAP_RUN_DIR" "$OVSNAP_CONF_DIR" "$OVS_TMP"/view* 2>/dev/null
 	mkdir -p -m 0755 "$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR"
 	OVS_MNT=$OVS__NO_FS OVS_DEV= OVS_IMG=
 	: >"$OVS__NO_FS"

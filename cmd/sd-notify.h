@@ -1,0 +1,9 @@
+/* sd_notify(3) without libsystemd (cmd/sd-notify.c). */
+#ifndef OVSNAP_SD_NOTIFY_H
+#define OVSNAP_SD_NOTIFY_H
+
+/* Send state ("READY=1", "STATUS=...", lines joined by '\n') to
+ * $NOTIFY_SOCKET: 0 (also when it is unset) or -errno. */
+int ovs_sd_notify(const char *state);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * Per-volume configuration (ovsnap.conf(5)): one file per volume,
+ * CONFDIR/NAME.conf, NAME the volume's SRC escaped as systemd escapes a
+ * path for an instance name (`systemd-escape --path`), so that
+ * ovsnap-rotate@NAME.timer and ovsnapd@NAME.service name the same volume.
+ *
+ * The file is shell-like KEY=VALUE lines (VALUE bare, "double quoted" with
+ * \" \\ \$ \` escapes, or 'single quoted'), '#' comments and blank lines.
+ * Parsing is strict: an unknown key, a key set twice or a bad value is an
+ * error naming FILE:LINE.
+ */
+#ifndef OVSNAP_CONF_H
+#define OVSNAP_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "libovsnap.h"
+
+/* What the timer keeps when the file does not say. */
+#define OVS_CONF_DEFAULT_KEEP "last=3,hourly=24,daily=7,weekly=4,monthly=12,yearly=2"
+
+struct ovs_conf {
+	char path[4096];	/* the file (whether it exists or not) */
+	bool exists;
+	/* NULL: not set in the file (the default applies) */
+	char *keep;		/* KEEP: a --keep SPEC */
+	char *space_limit;	/* SPACE_LIMIT: N% or a size */
+	bool has_class;
+	enum ovs_snap_class cls;	/* CLASS: manual or timeline */
+	char *pre_hook, *post_hook;	/* PRE_HOOK, POST_HOOK: sh -c commands */
+	char **allow_users, **allow_groups;	/* NULL-terminated, or NULL */
+	unsigned line[7];	/* line of each key in the file, 0: unset */
+};
+
+/* The directory of the files: $OVSNAP_CONF_DIR, else CONFDIR. */
+const char *ovs_conf_dir(void);
+
+/* systemd's path escaping (unit_name_path_escape): "/srv/data" ->
+ * "srv-data", "/" -> "-".  -ENAMETOOLONG when it does not fit in len or
+ * is longer than a unit instance may be. */
+int ovs_unit_escape_path(const char *path, char *buf, size_t len);
+
+/* Parse text as the contents of the file named path (for messages). */
+int ovs_conf_parse(const char *path, const char *text, struct ovs_conf *c);
+/* Load the file of the volume of src (canonical path): a missing file
+ * gives every default (c->exists false).  The file must be a regular
+ * file owned by root and writable by nobody else: its hooks run as root. */
+int ovs_conf_load(const char *src, struct ovs_conf *c);
+void ovs_conf_clear(struct ovs_conf *c);
+
+/* Create the file of src with every default, commented out, unless it
+ * exists.  keep: a KEEP to write uncommented (the legacy $OVSNAP_KEEP
+ * of the rotation unit), or NULL.  1 when created, 0 when it existed. */
+int ovs_conf_create_default(const char *src, const char *keep);
+
+/* The effective settings. */
+const char *ovs_conf_keep(const struct ovs_conf *c);
+enum ovs_snap_class ovs_conf_class(const struct ovs_conf *c);
+/* The timer's --keep SPEC: KEEP plus ",space=SPACE_LIMIT"; free() it. */
+char *ovs_conf_timer_spec(const struct ovs_conf *c, const char *keep);
+
+#endif
