@@ -131,7 +131,7 @@ static struct poptOption deactivate_options[] = {
 	POPT_TABLEEND
 };
 
-static int deactivate_locked(struct ovs_volume *v)
+int ovs_deactivate_locked(struct ovs_volume *v)
 {
 	const char *src = ovs_volume_source(v);
 	char *lingering = NULL;
@@ -247,7 +247,7 @@ static int deactivate_one(const char *arg)
 	free(src);
 	status = ovs_lock_loaded("deactivate", v, opt_wait);
 	if (status == EXIT_OK) {
-		status = deactivate_locked(v);
+		status = ovs_deactivate_locked(v);
 		ovs_volume_unlock(v);
 	}
 	ovs_volume_unref(v);

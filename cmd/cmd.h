@@ -136,6 +136,9 @@ bool ovs_mount_dead(const char *src);
 int ovs_umount_dead(const char *src);
 /* Start the daemon of a locked, loaded volume and mark it active. */
 int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
+/* Stop the daemon of a locked, loaded volume and record it inactive
+ * (ovsnap deactivate; forget).  EXIT_OK, or EXIT_FAIL after one line. */
+int ovs_deactivate_locked(struct ovs_volume *v);
 /* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
 int ovs_check_no_users(const char *cmd, const char *src);
 /* cmd/setup-guard.c, each EXIT_OK or EXIT_FAIL after one line: users of
@@ -217,6 +220,7 @@ int cmd_hold(int argc, const char **argv);
 int cmd_release(int argc, const char **argv);
 int cmd_modify(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
+int cmd_forget(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

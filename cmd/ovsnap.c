@@ -33,6 +33,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
+	{ "forget",	cmd_forget,	"retire a volume: deactivate it, delete its snapshots and store", CMD_NEEDS_ROOT },
 	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT },
 	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
 	{ "help",	cmd_help,	"show the help of a command", 0 },

@@ -660,6 +660,10 @@ int ovs_recover(struct ovs_volume *v)
 		return 0;
 	if (sscanf(text, "%15s", op) != 1)
 		return 0;
+	/* Half removed: only a forget may go on with it. */
+	if (strcmp(op, "forget") == 0)
+		return ovs_err(EBUSY, "an interrupted 'ovsnap forget' left the volume half removed: "
+			       "run 'ovsnap forget %s' again to finish", ovs_volume_source(v));
 	if ((strcmp(op, "merge") == 0 || strcmp(op, "drop") == 0) &&
 	    (rc = ovs_ctl_quiesce(v)) < 0)
 		return rc;
