@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 #include "merge.h"
 #include "retention.h"
 
@@ -62,6 +63,24 @@ static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *
 	}
 }
 
+/* Syslog each verdict that matters: what the policy drops (no rule of
+ * it keeps the snapshot), and what only a hold or a view saves. */
+static void log_decisions(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+			  const struct ovs_keep_verdict *plan, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char why[128];
+
+		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
+		if (!plan[i].keep)
+			ovs_log(v, "snapshot=%" PRIu64 " retention drop rule=%s class=%s "
+				"(no rule keeps it)", plan[i].id, spec, ovs_snap_class_name(cls));
+		else if (!(plan[i].reasons & ~(unsigned)(OVS_KEEP_BY_VIEW | OVS_KEEP_BY_HOLD)))
+			ovs_log(v, "snapshot=%" PRIu64 " retention keep rule=%s class=%s by=%s",
+				plan[i].id, spec, ovs_snap_class_name(cls), why);
+	}
+}
+
 int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
 		       bool explain, bool dry_run)
 {
@@ -107,6 +126,7 @@ int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_cla
 		free(plan);
 		return EXIT_OK;
 	}
+	log_decisions(v, spec, cls, plan, n);
 	rc = ovs_keep_apply(v, plan, n, ovs_progress_show, &prog, &dropped);
 	ovs_progress_end(&prog);
 	free(plan);

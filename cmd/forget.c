@@ -211,6 +211,7 @@ static int forget_one(const char *arg)
 		ovs_error_lib(rc, "forget %s", src);
 		goto out;
 	}
+	ovs_log(v, "forget snapshots=%zu store=%s", nsnaps, ovs_volume_store(v));
 	if (!ovs_opt_quiet)
 		printf("forgot %s (%zu snapshot%s)\n", src, nsnaps, nsnaps == 1 ? "" : "s");
 	status = EXIT_OK;

@@ -124,6 +124,14 @@ int ovs_volume_open_remains(const char *src, struct ovs_volume **out);
 int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void));
 int ovs_volume_forget_store(struct ovs_volume *v);
 int ovs_volume_unindex(struct ovs_volume *v);
+/*
+ * Syslog (LOG_DAEMON) what changed volume v, as "volume=SRC " + fmt
+ * (lib/log.c).  The ident is "ovsnap" unless ovs_log_open() named
+ * another first (ovsnapd: its own lines and these then share it).
+ */
+void ovs_log_open(const char *ident);
+void ovs_log(const struct ovs_volume *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Why a listed volume cannot be used (NULL when it can). */
 const char *ovs_volume_problem(const struct ovs_volume *v);
 /* The directory fd of the volume's store folder. */
