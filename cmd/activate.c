@@ -150,6 +150,15 @@ int ovs_deactivate_locked(struct ovs_volume *v)
 	}
 	if (ovs_daemon_running(v)) {
 		rc = ovs_daemon_stop(v, opt_lazy);
+		if (rc == -EBUSY) {
+			char users[512];
+
+			ovs_mount_users_text(src, users, sizeof(users));
+			ovs_error("deactivate %s: %s%s%s: close them, or give --lazy to switch off "
+				  "now (their later changes are not preserved)", src, ovs_last_error(),
+				  *users ? ", used by " : "", users);
+			return EXIT_FAIL;
+		}
 		if (rc < 0) {
 			ovs_error_lib(rc, "deactivate %s", src);
 			return EXIT_FAIL;

@@ -144,6 +144,23 @@ static bool option_takes_next(const struct poptOption *table, const char *arg)
 	return false;
 }
 
+/* The one-line note for a deprecated letter (see OVS_OPT_DEPRECATED). */
+static void note_deprecated(const char *cmd, const struct poptOption *table, int val)
+{
+	for (const struct poptOption *o = table; o->longName || o->shortName || o->argInfo ||
+	     o->arg; o++) {
+		if ((o->argInfo & POPT_ARG_MASK) == POPT_ARG_INCLUDE_TABLE)
+			continue;
+		if (o->val != val)
+			continue;
+		if (!ovs_opt_quiet)
+			fprintf(stderr, "%s: %s: -%c is deprecated, use %s (-%c goes in the next "
+				"release)\n", ovs_progname, cmd, o->shortName, o->descrip,
+				o->shortName);
+		return;
+	}
+}
+
 poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 			   const struct poptOption *table, const char *args_help,
 			   int *status)
@@ -179,6 +196,10 @@ poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 	if (args_help)
 		poptSetOtherOptionHelp(pc, args_help);
 	while ((rc = poptGetNextOpt(pc)) > 0) {
+		if (rc >= OVS_OPT_DEPRECATED && rc < OVS_OPT_DEPRECATED + 16) {
+			note_deprecated(cmd, table, rc);
+			continue;
+		}
 		if (rc == OVS_OPT_HELP || rc == OVS_OPT_USAGE) {
 			if (rc == OVS_OPT_HELP)
 				poptPrintHelp(pc, stdout, 0);

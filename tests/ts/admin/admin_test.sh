@@ -72,7 +72,7 @@ test_relative_paths_and_negative_references() {
 	ovs_run sh -c "cd '$OVS_MNT' && exec '$OVSNAP' take data"
 	assertEquals "take with a relative SRC: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "take relative: stderr" "" "$OVS_ERR"
-	ovs_run sh -c "cd '$OVS_MNT/..' && exec '$OVSNAP' take -n two '$(basename "$OVS_MNT")/data/'"
+	ovs_run sh -c "cd '$OVS_MNT/..' && exec '$OVSNAP' take -N two '$(basename "$OVS_MNT")/data/'"
 	assertEquals "take relative with a trailing slash: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"
