@@ -16,7 +16,7 @@ test_merge_refuses_held_snapshot() {
 	mkdir "$src"
 	ovs_run "$OVSNAP" take "$src"
 	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run "$OVSNAP" take --hold -n kept "$src"
+	ovs_run "$OVSNAP" take --hold -N kept "$src"
 	assertEquals "take 2 --hold: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" take "$src"
 	assertEquals "take 3: $(ovs_ran)" 0 "$OVS_RC"
