@@ -171,7 +171,9 @@ static int forget_one(const char *arg)
 	if (status != EXIT_OK)
 		goto out;
 	status = check_no_views(src, v);
-	if (status == EXIT_OK && loaded)
+	/* Holds stop a forget from starting; one under way (its layers
+	 * partly gone) is finished whatever they say. */
+	if (status == EXIT_OK && loaded && !resumed)
 		status = check_no_holds(src, v);
 	nsnaps = loaded ? ovs_snapshot_count(v) : 0;
 	if (status == EXIT_OK)
