@@ -154,9 +154,11 @@ int ovs_deactivate_locked(struct ovs_volume *v)
 			char users[512];
 
 			ovs_mount_users_text(src, users, sizeof(users));
-			ovs_error("deactivate %s: %s%s%s: close them, or give --lazy to switch off "
-				  "now (their later changes are not preserved)", src, ovs_last_error(),
-				  *users ? ", used by " : "", users);
+			/* also forget's: so the way out names its command */
+			ovs_error("deactivate %s: %s%s%s: close them, or switch off now with "
+				  "'ovsnap deactivate --lazy %s' (their later changes are not "
+				  "preserved)", src, ovs_last_error(), *users ? ", used by " : "",
+				  users, src);
 			return EXIT_FAIL;
 		}
 		if (rc < 0) {
