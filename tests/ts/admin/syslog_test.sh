@@ -32,18 +32,19 @@ with open(sys.argv[1], "ab", 0) as f:
         f.write(s.recv(65536).rstrip(b"\\0\\n") + b"\\n")
 ' "$LOG" &
 listener=\$!
+# the listener goes whatever happens to the commands
+trap 'kill \$listener' EXIT
 while [ ! -e "$LOG.ready" ]; do sleep 0.05; done
 set +e
+(
 $1
-rc=\$?
-kill \$listener
-exit \$rc
+)
 NS
 	unshare -m --propagation private bash "$OVS_TMP/ns.sh"
 }
 
 test_take_drop_hold_retention_reach_syslog() {
-	local src lines
+	local src lines rc
 
 	ovs_mkfs xfs || return
 	src=$OVS_MNT/src
@@ -61,9 +62,13 @@ test_take_drop_hold_retention_reach_syslog() {
 		$OVSNAP take --class timeline $src
 		$OVSNAP drop --keep last=1 $src
 		$OVSNAP drop $src first
+		$OVSNAP deactivate $src
+		mkdir \$(echo $OVS_MNT/.ovsnap/*/layers)/99
+		$OVSNAP fsck -y $src || [ \$? = 1 ]	# 1: errors corrected
 		$OVSNAP forget --yes $src
 	" >"$OVS_TMP/ns.out" 2>&1
-	assertEquals "the commands in the namespace: $(cat "$OVS_TMP/ns.out")" 0 $?
+	rc=$?
+	assertEquals "the commands in the namespace: $(cat "$OVS_TMP/ns.out")" 0 "$rc"
 	lines=$(cat "$LOG")
 	assertContains "take: $lines" "$lines" "volume=$src snapshot=1 take name=first"
 	assertContains "take 2: $lines" "$lines" "volume=$src snapshot=2 take name=-"
@@ -74,6 +79,7 @@ test_take_drop_hold_retention_reach_syslog() {
 	assertContains "retention drop done (merged): $lines" "$lines" \
 		"volume=$src snapshot=2 drop merged-into=1"
 	assertContains "drop of the oldest: $lines" "$lines" "volume=$src snapshot=1 drop oldest"
+	assertContains "fsck repair: $lines" "$lines" "volume=$src fsck repaired check=layer-extra: layer directory"
 	assertContains "forget: $lines" "$lines" "volume=$src forget snapshots="
 	assertContains "the ident: $lines" "$lines" "ovsnap["
 	# The daemon's own lines carry the same volume= prefix.
