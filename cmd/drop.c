@@ -132,7 +132,11 @@ static void log_decisions(struct ovs_volume *v, const char *spec, enum ovs_snap_
 		char why[128];
 
 		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
-		if (!plan[i].keep)
+		if (!plan[i].keep && (plan[i].reasons & OVS_DROP_BY_SPACE))
+			ovs_log(v, "snapshot=%" PRIu64 " retention drop rule=space class=%s "
+				"(policy %s: the oldest beyond the space limit)", plan[i].id,
+				ovs_snap_class_name(cls), spec);
+		else if (!plan[i].keep)
 			ovs_log(v, "snapshot=%" PRIu64 " retention drop rule=%s class=%s "
 				"(no rule keeps it)", plan[i].id, spec, ovs_snap_class_name(cls));
 		else if (!(plan[i].reasons & ~(unsigned)(OVS_KEEP_BY_VIEW | OVS_KEEP_BY_HOLD)))

@@ -53,12 +53,13 @@ test_take_drop_hold_retention_reach_syslog() {
 	in_private_syslog "
 		set -e
 		$OVSNAP take --name first $src
-		echo a >$src/a
+		head -c 262144 /dev/urandom >$src/big
 		$OVSNAP take --class timeline $src
 		$OVSNAP hold $src first
 		$OVSNAP release $src first
-		echo b >$src/b
+		echo b >$src/big
 		$OVSNAP take --class timeline $src
+		$OVSNAP drop --keep space=1K $src
 		$OVSNAP take --class timeline $src
 		$OVSNAP drop --keep last=1 $src
 		$OVSNAP drop $src first
@@ -74,10 +75,14 @@ test_take_drop_hold_retention_reach_syslog() {
 	assertContains "take 2: $lines" "$lines" "volume=$src snapshot=2 take name=-"
 	assertContains "hold: $lines" "$lines" "volume=$src snapshot=1 hold"
 	assertContains "release: $lines" "$lines" "volume=$src snapshot=1 release"
-	assertContains "retention decision with its rule: $lines" "$lines" \
-		"volume=$src snapshot=2 retention drop rule=last=1 class=timeline"
+	assertContains "space rule decision: $lines" "$lines" \
+		"volume=$src snapshot=2 retention drop rule=space class=timeline (policy space=1K"
 	assertContains "retention drop done (merged): $lines" "$lines" \
 		"volume=$src snapshot=2 drop merged-into=1"
+	assertContains "count rule decision: $lines" "$lines" \
+		"volume=$src snapshot=3 retention drop rule=last=1 class=timeline (no rule keeps it)"
+	assertContains "retention drop done (merged): $lines" "$lines" \
+		"volume=$src snapshot=3 drop merged-into=1"
 	assertContains "drop of the oldest: $lines" "$lines" "volume=$src snapshot=1 drop oldest"
 	assertContains "fsck repair: $lines" "$lines" "volume=$src fsck repaired check=layer-extra: layer directory"
 	assertContains "forget: $lines" "$lines" "volume=$src forget snapshots="
