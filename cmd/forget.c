@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -142,6 +143,43 @@ static int lock_volume(const char *src, struct ovs_volume *v, bool *resumed, boo
 	return EXIT_OK;
 }
 
+/*
+ * SRC as the volume was registered.  A directory deleted since is still
+ * a volume to forget (retiring it is what is left to do): its path is
+ * the canonical parent and the name given.
+ */
+static char *forget_source(const char *arg)
+{
+	char *dup, *base, *parent, *cwd = NULL, *abs = NULL;
+	struct stat st;
+	size_t n;
+
+	if (stat(arg, &st) == 0 || errno != ENOENT)
+		return ovs_resolve_source("forget", arg);
+	if (arg[0] == '/')
+		dup = strdup(arg);
+	else if ((cwd = getcwd(NULL, 0)) == NULL || asprintf(&dup, "%s/%s", cwd, arg) < 0)
+		dup = NULL;
+	free(cwd);
+	if (!dup) {
+		ovs_error("forget %s: %s", arg, strerror(errno));
+		return NULL;
+	}
+	for (n = strlen(dup); n > 1 && dup[n - 1] == '/'; n--)
+		dup[n - 1] = '\0';
+	base = strrchr(dup, '/');
+	*base++ = '\0';
+	parent = realpath(*dup ? dup : "/", NULL);
+	if (!parent || !*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
+	    asprintf(&abs, "%s/%s", strcmp(parent, "/") ? parent : "", base) < 0) {
+		ovs_error("forget %s: %s", arg, strerror(parent ? EINVAL : errno));
+		abs = NULL;
+	}
+	free(parent);
+	free(dup);
+	return abs;
+}
+
 static int forget_one(const char *arg)
 {
 	struct ovs_volume *v = NULL;
@@ -150,7 +188,7 @@ static int forget_one(const char *arg)
 	char *src;
 	int rc, status;
 
-	src = ovs_resolve_source("forget", arg);
+	src = forget_source(arg);
 	if (!src)
 		return EXIT_FAIL;
 	if (!opt_yes && !isatty(STDIN_FILENO)) {

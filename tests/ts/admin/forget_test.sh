@@ -62,6 +62,28 @@ test_forget_leaves_no_store_registry_mount() {
 	assert_forgotten "second forget" "$src"
 }
 
+# Retiring the volume of a directory deleted since: what is left to do.
+test_forget_a_deleted_source() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	rmdir "$src"
+	ovs_run "$OVSNAP" list
+	assertContains "still listed: $(ovs_ran)" "$OVS_OUT" "$src"
+	ovs_run sh -c "cd '$OVS_MNT' && exec '$OVSNAP' forget --yes src/"
+	assertEquals "forget of the deleted (relative) SRC: $(ovs_ran)" 0 "$OVS_RC"
+	assert_forgotten "forget of a deleted SRC" "$src"
+	ovs_run "$OVSNAP" forget --yes "$src"
+	assertEquals "forget again: exit" 1 "$OVS_RC"
+	assertContains "forget again: not a volume: $OVS_ERR" "$OVS_ERR" "not a volume"
+}
+
 test_forget_refused_with_a_view_mounted() {
 	local src
 
