@@ -131,7 +131,7 @@ static struct poptOption deactivate_options[] = {
 	POPT_TABLEEND
 };
 
-static int deactivate_locked(struct ovs_volume *v)
+int ovs_deactivate_locked(struct ovs_volume *v)
 {
 	const char *src = ovs_volume_source(v);
 	char *lingering = NULL;
@@ -150,6 +150,17 @@ static int deactivate_locked(struct ovs_volume *v)
 	}
 	if (ovs_daemon_running(v)) {
 		rc = ovs_daemon_stop(v, opt_lazy);
+		if (rc == -EBUSY) {
+			char users[512];
+
+			ovs_mount_users_text(src, users, sizeof(users));
+			/* also forget's: so the way out names its command */
+			ovs_error("deactivate %s: %s%s%s: close them, or switch off now with "
+				  "'ovsnap deactivate --lazy %s' (their later changes are not "
+				  "preserved)", src, ovs_last_error(), *users ? ", used by " : "",
+				  users, src);
+			return EXIT_FAIL;
+		}
 		if (rc < 0) {
 			ovs_error_lib(rc, "deactivate %s", src);
 			return EXIT_FAIL;
@@ -247,7 +258,7 @@ static int deactivate_one(const char *arg)
 	free(src);
 	status = ovs_lock_loaded("deactivate", v, opt_wait);
 	if (status == EXIT_OK) {
-		status = deactivate_locked(v);
+		status = ovs_deactivate_locked(v);
 		ovs_volume_unlock(v);
 	}
 	ovs_volume_unref(v);

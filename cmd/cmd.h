@@ -44,6 +44,13 @@ extern struct poptOption ovs_help_options[];
 	{ NULL, 0, POPT_ARG_INCLUDE_TABLE, ovs_common_options, 0, "Common options:", NULL }, \
 	{ NULL, 0, POPT_ARG_INCLUDE_TABLE, ovs_help_options, 0, "Help options:", NULL },
 enum { OVS_OPT_HELP = 0x4000, OVS_OPT_USAGE };
+/*
+ * A short option kept for one release after its letter got another
+ * meaning elsewhere: a hidden table entry with the old letter, the same
+ * arg, val OVS_OPT_DEPRECATED + n (n < 16, unique in the table) and the
+ * replacement in descrip; ovs_popt_parse prints a one-line note.
+ */
+#define OVS_OPT_DEPRECATED 0x4100
 extern int ovs_opt_quiet;
 
 /* "ovsnap: take /srv/x: not a directory" on stderr. */
@@ -80,6 +87,9 @@ char *ovs_resolve_source(const char *cmd, const char *arg);
 
 /* A JSON string on stdout, with the escapes RFC 8259 requires. */
 void ovs_json_string(const char *s);
+/* {"id": N, "name": "NAME"} (name null when none), for drop and merge
+ * --json (ovsnap(8) JSON OUTPUT). */
+void ovs_json_snapshot_ref(uint64_t id, const char *name);
 
 /* "not implemented yet" for commands whose issue has not landed. */
 int ovs_not_built(const char *cmd);
@@ -136,6 +146,12 @@ bool ovs_mount_dead(const char *src);
 int ovs_umount_dead(const char *src);
 /* Start the daemon of a locked, loaded volume and mark it active. */
 int ovs_activate_locked(const char *cmd, struct ovs_volume *v, bool force);
+/* Stop the daemon of a locked, loaded volume and record it inactive
+ * (ovsnap deactivate; forget).  EXIT_OK, or EXIT_FAIL after one line. */
+int ovs_deactivate_locked(struct ovs_volume *v);
+/* "PID (COMM), ..." for the processes that use the filesystem mounted at
+ * path (cmd/busy.c); "" when none are found. */
+void ovs_mount_users_text(const char *path, char *buf, size_t len);
 /* EXIT_OK, or EXIT_FAIL after naming the processes that use src. */
 int ovs_check_no_users(const char *cmd, const char *src);
 /* cmd/setup-guard.c, each EXIT_OK or EXIT_FAIL after one line: users of
@@ -218,6 +234,7 @@ int cmd_release(int argc, const char **argv);
 int cmd_modify(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
 int cmd_config(int argc, const char **argv);
+int cmd_forget(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 
 #endif

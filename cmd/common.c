@@ -14,12 +14,25 @@
 #include "cmd.h"
 #include "merge.h"
 
+static const char *waiting_cmd;
+
+/* --wait that waits says so: a command that seems to hang is waiting. */
+static void say_waiting(const struct ovs_volume *v, const char *holder)
+{
+	if (!ovs_opt_quiet)
+		fprintf(stderr, "%s: %s %s: waiting for %s to finish\n", ovs_progname,
+			waiting_cmd, ovs_volume_source(v), holder);
+}
+
 int ovs_lock_loaded(const char *cmd, struct ovs_volume *v, bool wait)
 {
 	const char *src = ovs_volume_source(v);
 	int rc;
 
+	waiting_cmd = cmd;
+	ovs_lock_wait_hook = say_waiting;
 	rc = ovs_volume_lock(v, wait, cmd);
+	ovs_lock_wait_hook = NULL;
 	if (rc == 0)
 		rc = ovs_registry_load(v);
 	if (rc == 0) {
@@ -146,6 +159,16 @@ int ovs_snap_change_from_options(const char *cmd, const char *description,
 	change->nuserdata = n;
 	*ud_out = ud;
 	return EXIT_OK;
+}
+
+void ovs_json_snapshot_ref(uint64_t id, const char *name)
+{
+	printf("{\"id\": %" PRIu64 ", \"name\": ", id);
+	if (name && *name)
+		ovs_json_string(name);
+	else
+		fputs("null", stdout);
+	putchar('}');
 }
 
 void ovs_free_argv(const char **argv)

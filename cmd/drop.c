@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 #include "merge.h"
 #include "retention.h"
 
 static char *opt_keep, *opt_class;
-static int opt_dry_run, opt_explain, opt_wait, opt_force;
+static int opt_dry_run, opt_explain, opt_wait, opt_force, opt_json;
 
 static struct poptOption drop_options[] = {
 	{ "keep", 'k', POPT_ARG_STRING, &opt_keep, 0,
@@ -28,6 +29,9 @@ static struct poptOption drop_options[] = {
 	  "with --keep: print every snapshot, keep or drop, and the rule that keeps it", NULL },
 	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
 	  "drop held snapshots named on the command line too", NULL },
+	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
+	  "print what was (with --dry-run: would be) dropped, and with --keep every "
+	  "verdict, as a JSON object", NULL },
 	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
 	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
@@ -40,6 +44,63 @@ static const struct ovs_snapshot *find_snapshot(struct ovs_volume *v, uint64_t i
 		if (ovs_snapshot_at(v, i)->id == id)
 			return ovs_snapshot_at(v, i);
 	return NULL;
+}
+
+/* The head of drop --json: {"source": S, "dry_run": B, "policy": SPEC|null,
+ * "class": C|null, "snapshots": [ (each from json_snapshot) ]} */
+static void json_head(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+		      bool dry_run)
+{
+	fputs("{\"source\": ", stdout);
+	ovs_json_string(ovs_volume_source(v));
+	printf(", \"dry_run\": %s, \"policy\": ", dry_run ? "true" : "false");
+	if (spec)
+		ovs_json_string(spec);
+	else
+		fputs("null", stdout);
+	fputs(", \"class\": ", stdout);
+	if (spec)
+		ovs_json_string(ovs_snap_class_name(cls));
+	else
+		fputs("null", stdout);
+	fputs(", \"snapshots\": [", stdout);
+}
+
+/* {"id": N, "name": ..., "action": "drop"|"keep", "reasons": [...]}:
+ * reasons (why it is kept) as ovs_keep_reasons_format() names them. */
+static void json_snapshot(bool first, uint64_t id, const char *name, bool keep,
+			  const char *reasons)
+{
+	char buf[128], *save = NULL, *r;
+
+	printf("%s{\"id\": %" PRIu64 ", \"name\": ", first ? "" : ", ", id);
+	if (name && *name)
+		ovs_json_string(name);
+	else
+		fputs("null", stdout);
+	printf(", \"action\": \"%s\", \"reasons\": [", keep ? "keep" : "drop");
+	snprintf(buf, sizeof(buf), "%s", keep && reasons ? reasons : "");
+	for (r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+		if (r != buf)
+			fputs(", ", stdout);
+		ovs_json_string(r);
+	}
+	fputs("]}", stdout);
+}
+
+/* names[i]: the name of plan[i]'s snapshot, copied before the drop */
+static void json_verdicts(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+			  bool dry_run, const struct ovs_keep_verdict *plan, size_t n,
+			  char (*names)[OVS_NAME_MAX + 1])
+{
+	json_head(v, spec, cls, dry_run);
+	for (size_t i = 0; i < n; i++) {
+		char why[128];
+
+		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
+		json_snapshot(i == 0, plan[i].id, names[i], plan[i].keep, why);
+	}
+	fputs("]}\n", stdout);
 }
 
 static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *plan, size_t n,
@@ -62,11 +123,34 @@ static void print_verdicts(struct ovs_volume *v, const struct ovs_keep_verdict *
 	}
 }
 
+/* Syslog each verdict that matters: what the policy drops (no rule of
+ * it keeps the snapshot), and what only a hold or a view saves. */
+static void log_decisions(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
+			  const struct ovs_keep_verdict *plan, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char why[128];
+
+		ovs_keep_reasons_format(plan[i].reasons, why, sizeof(why));
+		if (!plan[i].keep && (plan[i].reasons & OVS_DROP_BY_SPACE))
+			ovs_log(v, "snapshot=%" PRIu64 " retention drop rule=space class=%s "
+				"(policy %s: the oldest beyond the space limit)", plan[i].id,
+				ovs_snap_class_name(cls), spec);
+		else if (!plan[i].keep)
+			ovs_log(v, "snapshot=%" PRIu64 " retention drop rule=%s class=%s "
+				"(no rule keeps it)", plan[i].id, spec, ovs_snap_class_name(cls));
+		else if (!(plan[i].reasons & ~(unsigned)(OVS_KEEP_BY_VIEW | OVS_KEEP_BY_HOLD)))
+			ovs_log(v, "snapshot=%" PRIu64 " retention keep rule=%s class=%s by=%s",
+				plan[i].id, spec, ovs_snap_class_name(cls), why);
+	}
+}
+
 int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
 		       bool explain, bool dry_run)
 {
 	struct ovs_progress prog = { .what = "drop" };
 	struct ovs_keep_verdict *plan = NULL;
+	char (*names)[OVS_NAME_MAX + 1];
 	struct ovs_keep_policy policy;
 	size_t n, dropped = 0;
 	int rc;
@@ -82,7 +166,9 @@ int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_cla
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
 		return EXIT_FAIL;
 	}
-	if (explain)
+	if (opt_json)
+		;	/* once it is done: below */
+	else if (explain)
 		print_verdicts(v, plan, n, true);
 	else if (dry_run)
 		print_verdicts(v, plan, n, false);
@@ -103,12 +189,31 @@ int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_cla
 				"mounted view uses it\n", ovs_progname, ovs_volume_source(v),
 				label);
 	}
+	/* The names, copied before the snapshots are gone */
+	names = calloc(n ? n : 1, sizeof(*names));
+	if (!names) {
+		free(plan);
+		ovs_error("drop: %s", strerror(ENOMEM));
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct ovs_snapshot *s = find_snapshot(v, plan[i].id);
+
+		snprintf(names[i], sizeof(names[i]), "%s", s ? s->name : "");
+	}
 	if (dry_run) {
+		if (opt_json)
+			json_verdicts(v, spec, cls, true, plan, n, names);
+		free(names);
 		free(plan);
 		return EXIT_OK;
 	}
+	log_decisions(v, spec, cls, plan, n);
 	rc = ovs_keep_apply(v, plan, n, ovs_progress_show, &prog, &dropped);
 	ovs_progress_end(&prog);
+	if (rc == 0 && opt_json)
+		json_verdicts(v, spec, cls, false, plan, n, names);
+	free(names);
 	free(plan);
 	if (rc < 0) {
 		ovs_error_lib(rc, "drop %s", ovs_volume_source(v));
@@ -128,6 +233,7 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 {
 	struct ovs_progress prog = { .what = "drop" };
 	size_t *idx, n = 0, count = ovs_snapshot_count(v);
+	char (*names)[OVS_NAME_MAX + 1] = NULL;
 	uint64_t *ids;
 	int rc, status = EXIT_OK;
 
@@ -183,9 +289,18 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 				ids[k++] = ovs_snapshot_at(v, idx[i])->id;
 		n = k;
 	}
+	names = calloc(n ? n : 1, sizeof(*names));
+	if (!names) {
+		ovs_error("drop: %s", strerror(ENOMEM));
+		status = EXIT_FAIL;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		snprintf(names[i], sizeof(names[i]), "%s", find_snapshot(v, ids[i])->name);
 	for (size_t i = 0; i < n; i++) {
 		if (opt_dry_run) {
-			printf("would drop %" PRIu64 "\n", ids[i]);
+			if (!opt_json)
+				printf("would drop %" PRIu64 "\n", ids[i]);
 			continue;
 		}
 		count = ovs_snapshot_count(v);
@@ -206,7 +321,14 @@ static int drop_listed(struct ovs_volume *v, const char **refs, int nrefs)
 			goto out;
 		}
 	}
+	if (opt_json) {
+		json_head(v, NULL, 0, opt_dry_run);
+		for (size_t i = 0; i < n; i++)
+			json_snapshot(i == 0, ids[i], names[i], false, NULL);
+		fputs("]}\n", stdout);
+	}
 out:
+	free(names);
 	free(idx);
 	free(ids);
 	return status;

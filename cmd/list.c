@@ -144,22 +144,23 @@ static void print_volumes_json(struct ovs_volume **vols, size_t n)
 	fputs("]}\n", stdout);
 }
 
-/* yes, no, or broken: switched on but not protecting (see ovsnap status) */
-static const char *active_cell(struct ovs_volume *v)
+/* on, off, or broken: switched on but not protecting (see ovsnap
+ * status).  Not "active": that is the state of the newest snapshot. */
+static const char *protection_cell(struct ovs_volume *v)
 {
 	struct ovs_health h;
 
 	if (ovs_volume_problem(v))
 		return "?";
 	if (!ovs_volume_active(v))
-		return "no";
+		return "off";
 	ovs_volume_health(v, &h);
-	return h.state == OVS_HEALTH_BROKEN ? "broken" : "yes";
+	return h.state == OVS_HEALTH_BROKEN ? "broken" : "on";
 }
 
 static int print_volumes_table(struct ovs_volume **vols, size_t n)
 {
-	static const char *const cols[] = { "SOURCE", "STORE", "ACTIVE", "SNAPSHOTS", NULL };
+	static const char *const cols[] = { "SOURCE", "STORE", "PROTECTION", "SNAPSHOTS", NULL };
 	static const int flags[] = { 0, 0, 0, SCOLS_FL_RIGHT };
 	struct libscols_table *tb;
 	int rc = 0;
@@ -184,7 +185,7 @@ static int print_volumes_table(struct ovs_volume **vols, size_t n)
 		if (!rc)
 			rc = set_cell(ln, 1, ovs_volume_store(v));
 		if (!rc)
-			rc = set_cell(ln, 2, active_cell(v));
+			rc = set_cell(ln, 2, protection_cell(v));
 		if (!rc)
 			rc = set_cell(ln, 3, ovs_volume_problem(v) ? "?" : count);
 	}

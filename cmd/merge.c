@@ -13,24 +13,44 @@
 #include "cmd.h"
 #include "merge.h"
 
-static int opt_wait, opt_dry_run, opt_force;
+static int opt_wait, opt_dry_run, opt_force, opt_json;
 
 static struct poptOption merge_options[] = {
 	{ "dry-run", 'n', POPT_ARG_NONE, &opt_dry_run, 0,
 	  "print which snapshots would be merged away, change nothing", NULL },
 	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
 	  "merge away held snapshots too", NULL },
+	{ "json", 'J', POPT_ARG_NONE, &opt_json, 0,
+	  "print what was (with --dry-run: would be) merged as a JSON object", NULL },
 	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
 	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };
 
+/* {"source": SRC, "dry_run": B, "into": REF, "merged": [REF...]} where REF
+ * is {"id": N, "name": "NAME"|null}; refs are copied before the merge. */
+static void print_json(struct ovs_volume *v, const struct ovs_snapshot *snaps, size_t n)
+{
+	fputs("{\"source\": ", stdout);
+	ovs_json_string(ovs_volume_source(v));
+	printf(", \"dry_run\": %s, \"into\": ", opt_dry_run ? "true" : "false");
+	ovs_json_snapshot_ref(snaps[0].id, snaps[0].name);
+	fputs(", \"merged\": [", stdout);
+	for (size_t i = 1; i < n; i++) {
+		if (i > 1)
+			fputs(", ", stdout);
+		ovs_json_snapshot_ref(snaps[i].id, snaps[i].name);
+	}
+	fputs("]}\n", stdout);
+}
+
 int cmd_merge(int argc, const char **argv)
 {
 	const struct ovs_snapshot *a, *b;
 	struct ovs_progress prog = { .what = "merge" };
 	struct ovs_volume *v = NULL;
+	struct ovs_snapshot *snaps = NULL;
 	uint64_t ida, idb;
 	const char **args;
 	poptContext pc;
@@ -89,6 +109,20 @@ int cmd_merge(int argc, const char **argv)
 			goto out;
 		}
 	}
+	/* A and what goes into it, as they are before the merge */
+	snaps = calloc(ib - ia + 1, sizeof(*snaps));
+	if (!snaps) {
+		ovs_error("merge: %s", strerror(ENOMEM));
+		status = EXIT_FAIL;
+		goto out;
+	}
+	for (i = ia; i <= ib; i++)
+		snaps[i - ia] = *ovs_snapshot_at(v, i);
+	if (opt_dry_run && opt_json) {
+		print_json(v, snaps, ib - ia + 1);
+		status = EXIT_OK;
+		goto out;
+	}
 	if (opt_dry_run) {
 		for (i = ia + 1; i <= ib; i++) {
 			const struct ovs_snapshot *s = ovs_snapshot_at(v, i);
@@ -120,8 +154,11 @@ int cmd_merge(int argc, const char **argv)
 		status = EXIT_FAIL;
 		goto out;
 	}
+	if (opt_json)
+		print_json(v, snaps, ib - ia + 1);
 	status = EXIT_OK;
 out:
+	free(snaps);
 	if (v)
 		ovs_volume_unref(v);
 	poptFreeContext(pc);

@@ -36,8 +36,11 @@ static struct poptOption mount_options[] = {
 	{ "options", 'o', POPT_ARG_STRING, &opt_options, 0,
 	  "mount options: suid, dev, noexec, ... (always read-only; nosuid,nodev by default)",
 	  "OPTS" },
-	{ "kernel", 'k', POPT_ARG_NONE, &opt_kernel, 0,
+	{ "kernel", 'K', POPT_ARG_NONE, &opt_kernel, 0,
 	  "mount the layers with stock overlayfs (only while the volume is inactive)", NULL },
+	/* -k, until it became --keep elsewhere (issue 14 item 9): one release */
+	{ NULL, 'k', POPT_ARG_NONE | POPT_ARGFLAG_DOC_HIDDEN, &opt_kernel, OVS_OPT_DEPRECATED,
+	  "-K (--kernel)", NULL },
 	OVS_POPT_AUTOHELP
 	POPT_TABLEEND
 };

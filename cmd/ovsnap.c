@@ -33,6 +33,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "fsck",	cmd_fsck,	"check and repair a volume and its snapshots", CMD_NEEDS_ROOT },
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
+	{ "forget",	cmd_forget,	"retire a volume: deactivate it, delete its snapshots and store", CMD_NEEDS_ROOT },
 	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT },
 	{ "config",	cmd_config,	"show the settings of a volume (its ovsnap.conf(5) file)", 0 },
 	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
@@ -144,6 +145,23 @@ static bool option_takes_next(const struct poptOption *table, const char *arg)
 	return false;
 }
 
+/* The one-line note for a deprecated letter (see OVS_OPT_DEPRECATED). */
+static void note_deprecated(const char *cmd, const struct poptOption *table, int val)
+{
+	for (const struct poptOption *o = table; o->longName || o->shortName || o->argInfo ||
+	     o->arg; o++) {
+		if ((o->argInfo & POPT_ARG_MASK) == POPT_ARG_INCLUDE_TABLE)
+			continue;
+		if (o->val != val)
+			continue;
+		if (!ovs_opt_quiet)
+			fprintf(stderr, "%s: %s: -%c is deprecated, use %s (-%c goes in the next "
+				"release)\n", ovs_progname, cmd, o->shortName, o->descrip,
+				o->shortName);
+		return;
+	}
+}
+
 poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 			   const struct poptOption *table, const char *args_help,
 			   int *status)
@@ -179,6 +197,10 @@ poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 	if (args_help)
 		poptSetOtherOptionHelp(pc, args_help);
 	while ((rc = poptGetNextOpt(pc)) > 0) {
+		if (rc >= OVS_OPT_DEPRECATED && rc < OVS_OPT_DEPRECATED + 16) {
+			note_deprecated(cmd, table, rc);
+			continue;
+		}
 		if (rc == OVS_OPT_HELP || rc == OVS_OPT_USAGE) {
 			if (rc == OVS_OPT_HELP)
 				poptPrintHelp(pc, stdout, 0);

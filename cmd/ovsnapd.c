@@ -61,6 +61,8 @@ struct daemon D = {
 };
 
 static bool use_syslog;
+/* SRC as given, for lines logged before setup() records it */
+static const char *log_src = "-";
 
 void dlog(int prio, const char *fmt, ...)
 {
@@ -73,8 +75,9 @@ void dlog(int prio, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* "volume=SRC" as the CLI's lines of the same volume (lib/log.c) */
 	if (use_syslog)
-		syslog(prio, "%s", msg);
+		syslog(prio, "volume=%s %s", D.src ? D.src : log_src, msg);
 	/* stderr is the terminal (--foreground) or the log file the CLI
 	 * opened next to the control socket. */
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -416,9 +419,10 @@ int main(int argc, char **argv)
 	}
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
+	log_src = argv[optind];
 	use_syslog = !D.foreground && !D.debug;
 	if (use_syslog)
-		openlog("ovsnapd", LOG_PID, LOG_DAEMON);
+		ovs_log_open("ovsnapd");
 	/* New files get exactly the mode the caller's request carries. */
 	umask(0);
 	raise_nofile_limit();

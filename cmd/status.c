@@ -1,7 +1,7 @@
 /*
  * ovsnap status — is each volume protected right now?  For monitoring:
  * the exit status alone answers it, the text and JSON say why and what to
- * do.  ovsnap list shows the same verdict in its ACTIVE column.
+ * do.  ovsnap list shows the same verdict in its PROTECTION column.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -28,9 +28,15 @@ static struct ovs_conf conf;
 static struct ovs_snap_change change = OVS_SNAP_CHANGE_INIT;
 
 static struct poptOption take_options[] = {
-	{ "name", 'n', POPT_ARG_STRING, &opt_name, 0,
+	{ "name", 'N', POPT_ARG_STRING, &opt_name, 0,
 	  "name the snapshot (letters, digits, '.', '_', '-')", "NAME" },
-	{ "hold", 'H', POPT_ARG_NONE, &opt_hold, 0,
+	/* -n and -H meant --name and --hold until -n became dry-run and -H
+	 * no-headings elsewhere (issue 14 item 9): accepted for one release */
+	{ NULL, 'n', POPT_ARG_STRING | POPT_ARGFLAG_DOC_HIDDEN, &opt_name, OVS_OPT_DEPRECATED,
+	  "-N (--name)", NULL },
+	{ NULL, 'H', POPT_ARG_NONE | POPT_ARGFLAG_DOC_HIDDEN, &opt_hold, OVS_OPT_DEPRECATED + 1,
+	  "--hold", NULL },
+	{ "hold", 0, POPT_ARG_NONE, &opt_hold, 0,
 	  "hold the snapshot: nothing removes it without --force (ovsnap release)", NULL },
 	{ "description", 'd', POPT_ARG_STRING, &opt_description, 0,
 	  "describe the snapshot (one line of text)", "TEXT" },
@@ -138,9 +144,21 @@ static int setup_lock(const char *src)
 		ovs_error("take %s: cannot open %s: %s", src, path, strerror(errno));
 		return -1;
 	}
-	while (flock(fd, LOCK_EX | (opt_no_wait ? LOCK_NB : 0)) < 0) {
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EINTR)
 			continue;
+		if (errno == EWOULDBLOCK && !opt_no_wait) {
+			n = pread(fd, note, sizeof(note) - 1, 0);
+			note[n > 0 ? n : 0] = '\0';
+			note[strcspn(note, "\n")] = '\0';
+			if (!ovs_opt_quiet)
+				fprintf(stderr, "%s: take %s: waiting for another take%s%s%s that "
+					"sets a volume up\n", ovs_progname, src,
+					*note ? " (pid " : "", note, *note ? ")" : "");
+			while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+				;
+			break;
+		}
 		if (errno == EWOULDBLOCK) {
 			n = pread(fd, note, sizeof(note) - 1, 0);
 			note[n > 0 ? n : 0] = '\0';
@@ -196,6 +214,13 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	rc = ovs_check_nesting(src, NULL, NULL);
 	if (rc < 0) {
 		ovs_error_lib(rc, "take %s", src);
+		return EXIT_FAIL;
+	}
+	/* The root of a filesystem needs a store elsewhere: say that, not
+	 * who uses it (every process of / does). */
+	if (!opt_store && ovs_is_mountpoint(src, NULL, 0) > 0) {
+		ovs_error("take %s: SRC is the root of its filesystem: the store cannot live "
+			  "inside it; use --store DIR on another filesystem", src);
 		return EXIT_FAIL;
 	}
 	if (!opt_force && ovs_check_no_users("take", src) != EXIT_OK)

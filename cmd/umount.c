@@ -133,8 +133,13 @@ int cmd_umount(int argc, const char **argv)
 	if (rc != 0) {
 		char msg[256] = "";
 
+		char users[512] = "";
+
 		mnt_context_get_excode(cxt, rc, msg, sizeof(msg));
-		ovs_error("umount: %s: %s", args[0], *msg ? msg : "cannot unmount");
+		if (mnt_context_get_syscall_errno(cxt) == EBUSY)
+			ovs_mount_users_text(target, users, sizeof(users));
+		ovs_error("umount: %s: %s%s%s%s", args[0], *msg ? msg : "cannot unmount",
+			  *users ? " (used by " : "", users, *users ? "; or give --lazy)" : "");
 		goto out;
 	}
 	/* The view's process holds files in the layers and SRC until it has

@@ -414,6 +414,25 @@ static int mkdir_parents(const char *dir)
 	return 0;
 }
 
+int ovs_conf_remove(const char *src)
+{
+	char name[NAME_MAX + 1], file[NAME_MAX + 8];
+	const char *dir = ovs_conf_dir();
+	int dirfd, rc;
+
+	rc = ovs_unit_escape_path(src, name, sizeof(name) - 5);
+	if (rc < 0)
+		return rc;
+	snprintf(file, sizeof(file), "%s.conf", name);
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "%s: %m", dir);
+	rc = unlinkat(dirfd, file, 0) < 0 && errno != ENOENT
+	     ? ovs_err(errno, "remove %s/%s: %m", dir, file) : 0;
+	close(dirfd);
+	return rc;
+}
+
 int ovs_conf_create_default(const char *src, const char *keep)
 {
 	char name[NAME_MAX + 1], file[NAME_MAX + 8], *text = NULL, *shown;

@@ -54,6 +54,9 @@ void ovs_conf_clear(struct ovs_conf *c);
  * of the rotation unit), or NULL.  1 when created, 0 when it existed. */
 int ovs_conf_create_default(const char *src, const char *keep);
 
+/* Remove the file of src (ovsnap forget); 0 also when there is none. */
+int ovs_conf_remove(const char *src);
+
 /* The effective settings. */
 const char *ovs_conf_keep(const struct ovs_conf *c);
 enum ovs_snap_class ovs_conf_class(const struct ovs_conf *c);

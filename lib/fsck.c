@@ -132,6 +132,13 @@ static void finding(struct fsck *ck, enum ovs_fsck_severity sev, const uint64_t 
 	} else {
 		ck->sum->warnings++;
 	}
+	if (f.repaired) {
+		char id[40] = "";
+
+		if (snap)
+			snprintf(id, sizeof(id), "snapshot=%" PRIu64 " ", *snap);
+		ovs_log(ck->v, "%sfsck repaired check=%s: %s", id, check, f.message);
+	}
 	if (ck->o->report)
 		ck->o->report(&f, ck->o->data);
 	free(msg);

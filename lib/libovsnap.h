@@ -99,6 +99,9 @@ bool ovs_volume_active(const struct ovs_volume *v);
  */
 int ovs_volume_lock(struct ovs_volume *v, bool wait, const char *what);
 void ovs_volume_unlock(struct ovs_volume *v);
+/* Called (if set) when ovs_volume_lock() with wait finds the lock held and
+ * starts waiting; holder as "take (pid 123)".  The CLI says so. */
+extern void (*ovs_lock_wait_hook)(const struct ovs_volume *v, const char *holder);
 /* The fd of the held lock (to hand over to the daemon), or -1. */
 int ovs_volume_lock_fd(const struct ovs_volume *v);
 

@@ -55,6 +55,8 @@ unknown:
 	snprintf(buf, len, "another ovsnap command");
 }
 
+void (*ovs_lock_wait_hook)(const struct ovs_volume *v, const char *holder);
+
 int ovs_volume_lock(struct ovs_volume *v, bool wait, const char *what)
 {
 	char holder[300];
@@ -79,6 +81,10 @@ int ovs_volume_lock(struct ovs_volume *v, bool wait, const char *what)
 			rc = ovs_err(EBUSY, "volume %s is busy: %s holds its lock", v->source,
 				     holder);
 			goto fail;
+		}
+		if (ovs_lock_wait_hook) {
+			describe_holder(fd, holder, sizeof(holder));
+			ovs_lock_wait_hook(v, holder);
 		}
 		while (flock(fd, LOCK_EX) < 0) {
 			if (errno != EINTR) {

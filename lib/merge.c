@@ -605,7 +605,11 @@ int ovs_merge_snapshots_flags(struct ovs_volume *v, uint64_t older, uint64_t new
 	rc = fold_range(v, older, newer, progress, arg);
 	if (rc < 0)
 		return rc;	/* the intent stays: the next command finishes it */
-	return intent_end(v);
+	rc = intent_end(v);
+	if (rc == 0)
+		ovs_log(v, "snapshot=%" PRIu64 " merge newer=%" PRIu64 " (those after %" PRIu64
+			" up to %" PRIu64 " merged into it)", older, newer, older, newer);
+	return rc;
 }
 
 int ovs_drop_snapshot(struct ovs_volume *v, uint64_t id, ovs_progress_fn progress, void *arg)
@@ -626,9 +630,14 @@ int ovs_drop_snapshot_flags(struct ovs_volume *v, uint64_t id, unsigned flags,
 	rc = refuse_active(v, id, flags);
 	if (rc < 0)
 		return rc;
-	if (i > 0)
-		return ovs_merge_snapshots_flags(v, ovs_snapshot_at(v, i - 1)->id, id, flags,
-						 progress, arg);
+	if (i > 0) {
+		uint64_t into = ovs_snapshot_at(v, i - 1)->id;
+
+		rc = ovs_merge_snapshots_flags(v, into, id, flags, progress, arg);
+		if (rc == 0)
+			ovs_log(v, "snapshot=%" PRIu64 " drop merged-into=%" PRIu64, id, into);
+		return rc;
+	}
 	/* The oldest: no other view uses its layer. */
 	rc = refuse_views(v, 0, 0, true);
 	if (rc == 0 && !(flags & OVS_MERGE_UNDER_BARRIER))
@@ -643,7 +652,10 @@ int ovs_drop_snapshot_flags(struct ovs_volume *v, uint64_t id, unsigned flags,
 	if (rc < 0)
 		return rc;
 	step();
-	return intent_end(v);
+	rc = intent_end(v);
+	if (rc == 0)
+		ovs_log(v, "snapshot=%" PRIu64 " drop oldest", id);
+	return rc;
 }
 
 int ovs_recover(struct ovs_volume *v)
@@ -660,6 +672,10 @@ int ovs_recover(struct ovs_volume *v)
 		return 0;
 	if (sscanf(text, "%15s", op) != 1)
 		return 0;
+	/* Half removed: only a forget may go on with it. */
+	if (strcmp(op, "forget") == 0)
+		return ovs_err(EBUSY, "an interrupted 'ovsnap forget' left the volume half removed: "
+			       "run 'ovsnap forget %s' again to finish", ovs_volume_source(v));
 	if ((strcmp(op, "merge") == 0 || strcmp(op, "drop") == 0) &&
 	    (rc = ovs_ctl_quiesce(v)) < 0)
 		return rc;

@@ -109,6 +109,29 @@ struct ovs_volume {
  * store only), -errno.  ovs_volume_reindex writes the entry. */
 int ovs_volume_indexed(const struct ovs_volume *v);
 int ovs_volume_reindex(const struct ovs_volume *v);
+/*
+ * Forgetting a volume (ovsnap forget), in steps a re-run after a crash
+ * finishes.  ovs_volume_open_remains: src's volume as far as it is left
+ * (the store folder may be gone, its registry unreadable: problem set;
+ * dirfd -1 when the folder is gone), -ENOENT when nothing is.  Then, the
+ * lock held and the daemon stopped: forget_layers records the intent
+ * "forget" and removes the layers and all but registry, intent and lock
+ * (step, if not NULL, runs after each durable step: a test hook);
+ * forget_store removes the emptied folder (and an empty default store
+ * root); unindex removes the index entry naming v's store.
+ */
+int ovs_volume_open_remains(const char *src, struct ovs_volume **out);
+int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void));
+int ovs_volume_forget_store(struct ovs_volume *v);
+int ovs_volume_unindex(struct ovs_volume *v);
+/*
+ * Syslog (LOG_DAEMON) what changed volume v, as "volume=SRC " + fmt
+ * (lib/log.c).  The ident is "ovsnap" unless ovs_log_open() named
+ * another first (ovsnapd: its own lines and these then share it).
+ */
+void ovs_log_open(const char *ident);
+void ovs_log(const struct ovs_volume *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Why a listed volume cannot be used (NULL when it can). */
 const char *ovs_volume_problem(const struct ovs_volume *v);
 /* The directory fd of the volume's store folder. */

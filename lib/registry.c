@@ -994,6 +994,8 @@ int ovs_registry_add_snapshot(struct ovs_volume *v, const char *name, int rootfd
 	rc = commit(v, &next);
 	if (rc < 0)
 		goto undo;
+	ovs_log(v, "snapshot=%llu take name=%s", (unsigned long long)id,
+		name && *name ? name : "-");
 	if (id_out)
 		*id_out = id;
 	return 0;
@@ -1239,5 +1241,17 @@ int ovs_registry_change(struct ovs_volume *v, const uint64_t *ids, size_t n,
 			}
 		}
 	}
-	return commit(v, &next);
+	rc = commit(v, &next);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (c->hold != -1)
+			ovs_log(v, "snapshot=%llu %s", (unsigned long long)ids[i],
+				c->hold ? "hold" : "release");
+		if (c->cls != -1 || c->description || c->nuserdata || c->pre)
+			ovs_log(v, "snapshot=%llu modify%s%s%s%s%s", (unsigned long long)ids[i],
+				c->cls != -1 ? " class=" : "",
+				c->cls != -1 ? ovs_snap_class_name(c->cls) : "",
+				c->description ? " description" : "",
+				c->nuserdata ? " userdata" : "", c->pre ? " pre" : "");
+	}
+	return rc;
 }

@@ -273,7 +273,7 @@ void ovs_keep_limit_space(const struct ovs_keep_policy *p, struct ovs_keep_verdi
 		if (!plan[i].keep || (plan[i].reasons & fixed))
 			continue;
 		plan[i].keep = false;
-		plan[i].reasons = 0;
+		plan[i].reasons = OVS_DROP_BY_SPACE;
 		used -= space[i];
 	}
 }

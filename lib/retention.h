@@ -48,6 +48,9 @@ enum ovs_keep_reason {
 	OVS_KEEP_BY_VIEW = 1 << 10,	/* a mounted view uses its layer */
 	OVS_KEEP_BY_CLASS = 1 << 11,	/* not of the class the rules apply to */
 	OVS_KEEP_BY_SPACE = 1 << 12,	/* within the space limit (no count rule) */
+	/* Not a reason to keep: on a dropped verdict, the space limit (not
+	 * the count rules) dropped it, which the log says. */
+	OVS_DROP_BY_SPACE = 1 << 13,
 };
 
 struct ovs_keep_verdict {

@@ -943,3 +943,206 @@ void ovs_volume_list_free(struct ovs_volume **vols, size_t n)
 		ovs_volume_unref(vols[i]);
 	free(vols);
 }
+
+/* ---- forgetting a volume (ovsnap forget) ------------------------------------ */
+
+/*
+ * A forget goes in steps that each leave a state the next run recognises:
+ * the intent "forget" in the store folder (every other command then
+ * refuses the volume), the layers one by one, the other files of the
+ * folder, the folder itself (registry, intent and lock last), and the
+ * index entry at the very end, so that the volume can always be found
+ * again until nothing of it is left.
+ */
+
+int ovs_volume_open_remains(const char *src, struct ovs_volume **out)
+{
+	char esc[NAME_MAX + 1], folder[PATH_MAX], saved[1024];
+	struct ovs_volume *v;
+	int rc;
+
+	rc = ovs_volume_open(src, out);
+	if (rc == 0)
+		return 0;
+	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
+	if (src[0] != '/')
+		return ovs_err(EINVAL, "not an absolute path");
+	rc = ovs_path_escape(src, esc, sizeof(esc));
+	if (rc == 0)
+		rc = find_folder(src, esc, folder, sizeof(folder));
+	if (rc < 0)
+		return rc;
+	rc = check_folder_name(folder, esc);
+	if (rc < 0)
+		return rc;
+	v = volume_new(src, folder);
+	if (!v)
+		return ovs_err(ENOMEM, "out of memory");
+	rc = open_store_dir(v, esc);
+	if (rc < 0 && rc != -ENOENT) {
+		ovs_volume_unref(v);
+		return rc;
+	}
+	v->problem = strdup(rc == -ENOENT ? "store missing" : saved);
+	*out = v;
+	return 0;
+}
+
+/* Whether the folder's intent is a forget (0 no, 1 yes, -errno). */
+static int forgetting(struct ovs_volume *v)
+{
+	char text[256];
+	int rc = ovs_intent_read(v, text, sizeof(text));
+
+	if (rc < 0)
+		return rc;
+	return strcmp(text, "forget") == 0;
+}
+
+int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rc;
+
+	if (v->dirfd < 0)
+		return 0;
+	if (v->lockfd < 0)
+		return ovs_err(EINVAL, "forget %s: the volume is not locked", v->source);
+	rc = forgetting(v);
+	if (rc == 0)
+		rc = ovs_intent_write(v, "forget");
+	if (rc < 0)
+		return rc;
+	if (step)
+		step();
+	/* The layers one by one: the biggest part, and a crash in between
+	 * leaves fewer. */
+	fd = openat(v->dirfd, OVS_LAYERS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT)
+		return ovs_err(errno, "cannot open %s/%s: %m", v->store, OVS_LAYERS_DIR);
+	if (fd >= 0) {
+		d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return ovs_err(errno, "cannot read %s/%s: %m", v->store, OVS_LAYERS_DIR);
+		}
+		while ((errno = 0, de = readdir(d))) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			rc = ovs_remove_tree_at(dirfd(d), de->d_name);
+			if (rc < 0) {
+				closedir(d);
+				return ovs_err_keep(-rc, "forget %s: cannot remove a layer", v->source);
+			}
+			fsync(dirfd(d));
+			if (step)
+				step();
+		}
+		closedir(d);
+	}
+	/* Everything else but what says what this folder is. */
+	d = NULL;
+	fd = openat(v->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		d = fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return ovs_err(errno, "cannot read %s: %m", v->store);
+	}
+	while ((errno = 0, de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, OVS_REGISTRY_FILE) == 0 ||
+		    strcmp(de->d_name, OVS_INTENT_FILE) == 0 ||
+		    strcmp(de->d_name, OVS_LOCK_FILE) == 0)
+			continue;
+		rc = ovs_remove_tree_at(v->dirfd, de->d_name);
+		if (rc < 0) {
+			closedir(d);
+			return ovs_err_keep(-rc, "forget %s: cannot empty %s", v->source, v->store);
+		}
+	}
+	closedir(d);
+	if (fsync(v->dirfd) < 0)
+		return ovs_err(errno, "fsync %s: %m", v->store);
+	if (step)
+		step();
+	return 0;
+}
+
+int ovs_volume_forget_store(struct ovs_volume *v)
+{
+	static const char *const last[] = { OVS_REGISTRY_FILE, OVS_INTENT_FILE, OVS_LOCK_FILE };
+	const char *base = strrchr(v->store, '/') + 1;
+	char *root = NULL;
+	int rootfd, rc = 0;
+
+	if (v->dirfd < 0)
+		return 0;
+	/* Only a folder the forget has emptied: no layers left, and the
+	 * intent still there or already gone together with the registry. */
+	if (faccessat(v->dirfd, OVS_LAYERS_DIR, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    (faccessat(v->dirfd, OVS_REGISTRY_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     forgetting(v) != 1))
+		return ovs_err(EBUSY, "%s is not a store being forgotten: not removed", v->store);
+	for (size_t i = 0; i < sizeof(last) / sizeof(last[0]); i++) {
+		if (unlinkat(v->dirfd, last[i], 0) < 0 && errno != ENOENT)
+			return ovs_err(errno, "cannot remove %s/%s: %m", v->store, last[i]);
+		if (fsync(v->dirfd) < 0)
+			return ovs_err(errno, "fsync %s: %m", v->store);
+	}
+	rootfd = open_store_root(v->store, &root);
+	if (rootfd < 0)
+		return rootfd;
+	if (unlinkat(rootfd, base, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+		rc = ovs_err(errno, "cannot remove %s: %m", v->store);
+	} else {
+		close(v->dirfd);
+		v->dirfd = -1;
+		fsync(rootfd);
+		/* The default store root goes with its last volume; a --store
+		 * directory is the admin's and stays. */
+		if (strcmp(strrchr(root, '/') + 1, OVS_STORE_DEFAULT) == 0 &&
+		    rmdir(root) == 0) {
+			char *slash = strrchr(root, '/');
+
+			*slash = '\0';
+			ovs_fsync_dir(AT_FDCWD, *root ? root : "/");
+		}
+	}
+	close(rootfd);
+	free(root);
+	return rc;
+}
+
+int ovs_volume_unindex(struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1], target[PATH_MAX];
+	ssize_t n;
+	int dfd, rc;
+
+	rc = ovs_path_escape(v->source, esc, sizeof(esc));
+	if (rc < 0)
+		return rc;
+	dfd = index_open(false);
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0)
+		return dfd;
+	n = readlinkat(dfd, esc, target, sizeof(target) - 1);
+	if (n >= 0) {
+		target[n] = '\0';
+		if (strcmp(target, v->store) != 0)
+			rc = ovs_err(EBUSY, "the index names another store for %s (%s): not removed",
+				     v->source, target);
+		else if (unlinkat(dfd, esc, 0) < 0)
+			rc = ovs_err(errno, "cannot remove the index entry of %s: %m", v->source);
+		else if (fsync(dfd) < 0)
+			rc = ovs_err(errno, "fsync %s/%s: %m", ovs_state_dir(), INDEX_DIR);
+	} else if (errno != ENOENT) {
+		rc = ovs_err(errno, "cannot read the index entry of %s: %m", v->source);
+	}
+	close(dfd);
+	return rc;
+}

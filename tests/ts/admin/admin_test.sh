@@ -16,7 +16,7 @@ test_merge_refuses_held_snapshot() {
 	mkdir "$src"
 	ovs_run "$OVSNAP" take "$src"
 	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run "$OVSNAP" take --hold -n kept "$src"
+	ovs_run "$OVSNAP" take --hold -N kept "$src"
 	assertEquals "take 2 --hold: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" take "$src"
 	assertEquals "take 3: $(ovs_ran)" 0 "$OVS_RC"
@@ -72,7 +72,7 @@ test_relative_paths_and_negative_references() {
 	ovs_run sh -c "cd '$OVS_MNT' && exec '$OVSNAP' take data"
 	assertEquals "take with a relative SRC: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "take relative: stderr" "" "$OVS_ERR"
-	ovs_run sh -c "cd '$OVS_MNT/..' && exec '$OVSNAP' take -n two '$(basename "$OVS_MNT")/data/'"
+	ovs_run sh -c "cd '$OVS_MNT/..' && exec '$OVSNAP' take -N two '$(basename "$OVS_MNT")/data/'"
 	assertEquals "take relative with a trailing slash: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"

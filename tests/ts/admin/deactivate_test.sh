@@ -109,4 +109,61 @@ test_fsck_sees_change_right_after_deactivate() {
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# Issue 14 item 9: messages that say what to do next.  deactivate and
+# umount that are busy name the processes (and --lazy); take of a
+# filesystem root asks for --store instead of listing every process of
+# the machine; take --wait says whom it waits for.
+test_busy_and_waiting_messages_say_what_to_do() {
+	local src holder
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src" "$OVS_TMP/view"
+	ovs_run "$OVSNAP" take "$OVS_MNT"
+	assertEquals "take of the filesystem root: exit" 1 "$OVS_RC"
+	assertContains "take of the root asks for --store: $OVS_ERR" "$OVS_ERR" "use --store DIR"
+	assertNotContains "take of the root lists no processes: $OVS_ERR" "$OVS_ERR" "in use by"
+	echo x >"$src/f"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+
+	sleep 30 4>>"$src/f" &
+	holder=$!
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "busy deactivate: exit" 1 "$OVS_RC"
+	assertContains "busy deactivate names the process: $OVS_ERR" "$OVS_ERR" "$holder (sleep)"
+	assertContains "busy deactivate names --lazy: $OVS_ERR" "$OVS_ERR" "--lazy"
+	kill "$holder"
+	wait "$holder" 2>/dev/null
+
+	ovs_run "$OVSNAP" mount "$src" 1 "$OVS_TMP/view"
+	assertEquals "mount: $(ovs_ran)" 0 "$OVS_RC"
+	sleep 30 <"$OVS_TMP/view/f" &
+	holder=$!
+	ovs_run "$OVSNAP" umount "$OVS_TMP/view"
+	assertEquals "busy umount: exit" 1 "$OVS_RC"
+	assertContains "busy umount names the process: $OVS_ERR" "$OVS_ERR" "$holder (sleep)"
+	kill "$holder"
+	wait "$holder" 2>/dev/null
+	ovs_run "$OVSNAP" umount "$OVS_TMP/view"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+
+	# Hold the volume lock as another command would, then take --wait.
+	python3 -c '
+import fcntl, glob, os, sys, time
+f = open(glob.glob(sys.argv[1] + "/.ovsnap/*/lock")[0], "r+")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.truncate(0); f.write("%d drop\n" % os.getpid()); f.flush()
+time.sleep(2)' "$OVS_MNT" &
+	holder=$!
+	ovs_wait_until 5 "grep -q drop '$OVS_MNT'/.ovsnap/*/lock"
+	ovs_run "$OVSNAP" take --wait "$src"
+	assertEquals "take --wait: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "take --wait says so: $OVS_ERR" "$OVS_ERR" \
+		"waiting for drop (pid $holder) to finish"
+	wait "$holder"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"

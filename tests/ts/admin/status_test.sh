@@ -20,7 +20,7 @@ test_status_of_protected_deactivated_and_broken_volumes() {
 	a=$OVS_MNT/a
 	b=$OVS_MNT/b
 	mkdir "$a" "$b"
-	ovs_run "$OVSNAP" take -n first "$a"
+	ovs_run "$OVSNAP" take -N first "$a"
 	assertEquals "take a: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" take "$b"
 	assertEquals "take b: $(ovs_ran)" 0 "$OVS_RC"
@@ -74,7 +74,7 @@ test_status_of_protected_deactivated_and_broken_volumes() {
 	assertEquals "list with a dead daemon: exit" 0 "$OVS_RC"
 	assertEquals "list shows a as broken" "broken" \
 		"$(printf '%s\n' "$OVS_OUT" | awk -v s="$a" '$1 == s { print $3 }')"
-	assertEquals "list shows b as off" "no" \
+	assertEquals "list shows b as off" "off" \
 		"$(printf '%s\n' "$OVS_OUT" | awk -v s="$b" '$1 == s { print $3 }')"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list --json: exit" 0 "$OVS_RC"

@@ -4,7 +4,7 @@
 # help's Usage line agreeing with the man page's SYNOPSIS.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 
-COMMANDS="take list mount umount merge drop hold release modify run fsck activate deactivate diff"
+COMMANDS="take list mount umount merge drop hold release modify run fsck activate deactivate forget diff"
 MANDIR=$OVSNAP_SRCDIR/man
 
 test_help_lists_every_command() {
@@ -366,6 +366,144 @@ test_short_help_on_every_command() {
 	assertEquals "ovsnap take -h as a user: $OVS_ERR" 0 "$OVS_RC"
 	assertEquals "ovsnap take -h as a user prints the help" \
 		"$("$OVSNAP" take --help)" "$OVS_OUT"
+	return 0
+}
+
+# The completion in a bash without the bash-completion package (no
+# _init_completion, _filedir, _command_offset) and with a stand-in
+# ovsnap on PATH whose list --json has user data: subcommands, options,
+# and the values after --keep, --class and --userdata.
+test_bash_completion_values_without_bash_completion() {
+	local bin=$OVS_TMP/fakebin
+
+	mkdir -p "$bin"
+	cat >"$bin/ovsnap" <<'FAKE'
+#!/bin/sh
+echo '{"source": "/srv/x", "snapshots": [{"id": 1, "name": "a", "userdata": {"ticket": "OPS-1", "owner": "me"}}, {"id": 2, "name": null, "userdata": {}}]}'
+FAKE
+	chmod +x "$bin/ovsnap"
+	plain_complete() {
+		PATH=$bin:$PATH bash --norc -c '. "$1" || exit 1
+		shift
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+		_ovsnap
+		echo "${COMPREPLY[*]}"' _ "$OVSNAP_SRCDIR/completions/bash/ovsnap" "$@"
+	}
+	assertEquals "ovsnap fo<TAB>" "forget" "$(plain_complete ovsnap fo)"
+	assertEquals "ovsnap forget --<TAB>" "--yes --force --wait --quiet --help --usage" \
+		"$(plain_complete ovsnap forget --)"
+	assertEquals "ovsnap take --keep da<TAB>" "daily=" "$(plain_complete ovsnap take --keep da)"
+	assertEquals "ovsnap take --keep last=3,we<TAB>" "last=3,weekly=" \
+		"$(plain_complete ovsnap take --keep last=3,we)"
+	assertEquals "ovsnap drop --class <TAB>" "timeline manual pre post" \
+		"$(plain_complete ovsnap drop --class '')"
+	assertEquals "ovsnap modify --class <TAB>" "manual timeline" \
+		"$(plain_complete ovsnap modify /srv/x 1 --class '')"
+	assertEquals "ovsnap modify SRC --userdata <TAB>" "owner= ticket=" \
+		"$(plain_complete ovsnap modify /srv/x --userdata '')"
+	assertEquals "ovsnap modify SRC -u t<TAB>" "ticket=" \
+		"$(plain_complete ovsnap modify /srv/x -u t)"
+	assertEquals "ovsnap drop SRC <TAB>" "1 2 a @latest @oldest" \
+		"$(plain_complete ovsnap drop /srv/x '')"
+	return 0
+}
+
+# A volume for the tests below that need one: $SRC with snapshots 1..4
+# (3 and 4 of class timeline), active.
+make_volume() {
+	ovs_mkfs xfs || return 1
+	SRC=$OVS_MNT/src
+	mkdir "$SRC"
+	for i in 1 2 3 4; do
+		echo "$i" >"$SRC/f"
+		if [ "$i" -le 2 ]; then
+			ovs_run "$OVSNAP" take "$SRC"
+		else
+			ovs_run "$OVSNAP" take --class timeline "$SRC"
+		fi
+		assertEquals "take $i: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	done
+}
+
+# list -Hp is for scripts: tab-separated exact values, no heading, cut -f
+# finds every column; drop and merge --json (with and without --dry-run)
+# parse as JSON with what they did.
+test_list_Hp_and_drop_merge_json_parse() {
+	[ "$(id -u)" = 0 ] || { ovs_skip_test "needs root (a loop-mounted volume)"; return 0; }
+	make_volume || return
+	ovs_run "$OVSNAP" list -Hp "$SRC"
+	assertEquals "list -Hp: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "list -Hp: ids by cut -f1" "1 2 3 4" \
+		"$(printf '%s\n' "$OVS_OUT" | cut -f1 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "list -Hp: classes by cut -f4" "manual manual timeline timeline" \
+		"$(printf '%s\n' "$OVS_OUT" | cut -f4 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "list -Hp: states by cut -f5" "frozen frozen frozen active" \
+		"$(printf '%s\n' "$OVS_OUT" | cut -f5 | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "list -Hp: every line has the same number of fields" 1 \
+		"$(printf '%s\n' "$OVS_OUT" | awk -F'\t' '{ print NF }' | sort -u | wc -l)"
+
+	ovs_run "$OVSNAP" merge --json --dry-run "$SRC" 1 3
+	assertEquals "merge --json --dry-run: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "merge --json --dry-run parses" "True 1 [2, 3]" "$(printf '%s' "$OVS_OUT" |
+		python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(j["dry_run"], j["into"]["id"], [m["id"] for m in j["merged"]])')"
+	assertEquals "merge --dry-run changed nothing" 4 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	ovs_run "$OVSNAP" drop --json --dry-run --keep last=1 "$SRC"
+	assertEquals "drop --json --dry-run --keep: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "drop --json --dry-run --keep parses" \
+		"True last=1 timeline [(1, 'keep'), (2, 'keep'), (3, 'drop'), (4, 'keep')]" \
+		"$(printf '%s' "$OVS_OUT" | python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(j["dry_run"], j["policy"], j["class"], [(s["id"], s["action"]) for s in j["snapshots"]])')"
+	ovs_run "$OVSNAP" drop -J --keep last=1 "$SRC"
+	assertEquals "drop --json --keep: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "drop --json --keep: what was dropped" "False [3]" \
+		"$(printf '%s' "$OVS_OUT" | python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(j["dry_run"], [s["id"] for s in j["snapshots"] if s["action"] == "drop"])')"
+	ovs_run "$OVSNAP" merge -J "$SRC" 1 2
+	assertEquals "merge --json: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "merge --json parses" "False 1 [2]" "$(printf '%s' "$OVS_OUT" |
+		python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(j["dry_run"], j["into"]["id"], [m["id"] for m in j["merged"]])')"
+	ovs_run "$OVSNAP" drop --json "$SRC" 1
+	assertEquals "drop --json SNAP: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "drop --json SNAP parses" "None [(1, 'drop')]" "$(printf '%s' "$OVS_OUT" |
+		python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(j["policy"], [(s["id"], s["action"]) for s in j["snapshots"]])')"
+	assertEquals "left: snapshot 4 only" "4" "$("$OVSNAP" list -Hp "$SRC" | cut -f1)"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	return 0
+}
+
+# The letters that changed meaning still work for one release, each with
+# a one-line note: take -n (now -N), take -H (now --hold), mount -k (now
+# -K).
+test_deprecated_letters_still_work_with_a_note() {
+	local view=$OVS_TMP/view
+
+	[ "$(id -u)" = 0 ] || { ovs_skip_test "needs root (a loop-mounted volume)"; return 0; }
+	make_volume || return
+	ovs_run "$OVSNAP" take -n old -H "$SRC"
+	assertEquals "take -n -H: exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "take -n -H: the notes" \
+		"ovsnap: take: -n is deprecated, use -N (--name) (-n goes in the next release)
+ovsnap: take: -H is deprecated, use --hold (-H goes in the next release)" "$OVS_ERR"
+	assertEquals "take -n named it, -H held it" "old	active,held" \
+		"$("$OVSNAP" list -Hp "$SRC" | awk -F'\t' '$1 == 5 { print $2 "\t" $5 }')"
+	ovs_run "$OVSNAP" take -N new "$SRC"
+	assertEquals "take -N: no note: $(ovs_ran)" "" "$OVS_ERR"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	mkdir "$view"
+	ovs_run "$OVSNAP" mount -k "$SRC" old "$view"
+	assertEquals "mount -k: exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "mount -k: the note" \
+		"ovsnap: mount: -k is deprecated, use -K (--kernel) (-k goes in the next release)" \
+		"$OVS_ERR"
+	assertEquals "mount -k made a kernel overlay view" "overlay" \
+		"$(findmnt -n -o FSTYPE -M "$view")"
+	ovs_run "$OVSNAP" umount "$view"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
 	return 0
 }
 

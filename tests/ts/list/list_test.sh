@@ -94,8 +94,8 @@ test_volume_with_three_snapshots() {
 
 	ovs_run "$OVSNAP" list
 	assertEquals "list exit" 0 "$OVS_RC"
-	want="SOURCE STORE ACTIVE SNAPSHOTS
-$src $ts no 3"
+	want="SOURCE STORE PROTECTION SNAPSHOTS
+$src $ts off 3"
 	assertEquals "list table" "$want" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
 	ovs_run "$OVSNAP" list --json
 	assertEquals "list --json" \
@@ -154,7 +154,7 @@ test_hand_edited_registry_is_refused_with_its_line() {
 
 	ovs_run "$OVSNAP" list
 	assertEquals "list of all volumes exits 1 with a broken one" 1 "$OVS_RC"
-	assertEquals "the broken volume still shows" "SOURCE STORE ACTIVE SNAPSHOTS
+	assertEquals "the broken volume still shows" "SOURCE STORE PROTECTION SNAPSHOTS
 $src $(table_esc "$store") ? ?" "$(printf '%s\n' "$OVS_OUT" | norm_table)"
 	assertContains "warning names the line" "$OVS_ERR" "line 6: bad number"
 
@@ -344,7 +344,7 @@ test_parsable_no_headings() {
 
 	ovs_run "$OVSNAP" list -Hp
 	assertEquals "list -Hp exit: $(ovs_ran)" 0 "$OVS_RC"
-	assertEquals "list -Hp: the volume" "$(printf '%s\t%s\tno\t3' "$src" "$store")" "$OVS_OUT"
+	assertEquals "list -Hp: the volume" "$(printf '%s\t%s\toff\t3' "$src" "$store")" "$OVS_OUT"
 
 	ovs_run "$OVSNAP" list --json -p "$src"
 	assertEquals "--json with -p: usage error" 2 "$OVS_RC"

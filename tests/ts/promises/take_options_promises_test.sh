@@ -59,7 +59,10 @@ test_promise_take_wait() {
 	assertEquals "take --wait succeeds once the lock is free ($(cat "$OVS_TMP/wait.err"))" \
 		0 "$rc"
 	assertEquals "it prints the new id" "2" "$(cat "$OVS_TMP/wait.out")"
-	assertEquals "nothing on stderr" "" "$(cat "$OVS_TMP/wait.err")"
+	# issue 14 item 9: a take that waits says whom for, and nothing else
+	assertEquals "stderr: whom it waited for" \
+		"ovsnap: take $SRC: waiting for promise-holder (pid $LOCK_PID) to finish" \
+		"$(cat "$OVS_TMP/wait.err")"
 	assertEquals "snapshot 2 is there" "1 2" "$(snap_ids)"
 }
 

@@ -200,9 +200,9 @@ test_concurrent_first_takes() {
 	assert_nothing_left "take --no-wait"
 
 	# Two first takes at once: both succeed, as snapshots 1 and 2.
-	"$OVSNAP" take "$SRC" >"$OVS_TMP/out1" 2>&1 &
+	"$OVSNAP" take "$SRC" >"$OVS_TMP/out1" 2>"$OVS_TMP/err1" &
 	p1=$!
-	"$OVSNAP" take "$SRC" >"$OVS_TMP/out2" 2>&1 &
+	"$OVSNAP" take "$SRC" >"$OVS_TMP/out2" 2>"$OVS_TMP/err2" &
 	p2=$!
 	wait "$p1"
 	rc1=$?
@@ -213,6 +213,10 @@ test_concurrent_first_takes() {
 	assertEquals "first of two concurrent takes: $out1" 0 "$rc1"
 	assertEquals "second of two concurrent takes: $out2" 0 "$rc2"
 	assertEquals "they took snapshots 1 and 2" "1 2" "$(printf '%s\n%s\n' "$out1" "$out2" | sort -n | tr '\n' ' ' | sed 's/ $//')"
+	# The one that waited for the other's setup says so (issue 14
+	# item 9), and nothing else.
+	assertEquals "stderr: at most the line saying it waits" "" \
+		"$(cat "$OVS_TMP/err1" "$OVS_TMP/err2" | grep -v ': waiting for another take (pid [0-9]*) that sets a volume up$')"
 }
 
 . "$SHUNIT2"
