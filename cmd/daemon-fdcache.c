@@ -286,7 +286,7 @@ int node_fd_get(struct dnode *n)
 		pthread_mutex_unlock(&C.lock);
 		return fd;
 	}
-	refresh = ++C.misses % BOUND_REFRESH == 0;
+	refresh = __atomic_add_fetch(&C.misses, 1, __ATOMIC_RELAXED) % BOUND_REFRESH == 0;
 	pthread_mutex_unlock(&C.lock);
 
 	if (!n->fh_bytes) {
@@ -352,6 +352,9 @@ void fdcache_offer(struct dnode *n, int fd)
 {
 	struct victims v = { .n = 0 };
 
+	/* Lookups fill the cache without a miss: follow the limit here too. */
+	if (__atomic_add_fetch(&C.misses, 1, __ATOMIC_RELAXED) % BOUND_REFRESH == 0)
+		follow_limit();
 	pthread_mutex_lock(&C.lock);
 	if (n->pinned_fd >= 0 || n->fd_slot >= 0)
 		v.fd[v.n++] = fd;

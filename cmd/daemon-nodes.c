@@ -195,7 +195,7 @@ int nodes_init(int rootfd)
 	fd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -errno;
-	D.handles = handles_usable(fd, &st);
+	D.handles = handles_usable(rootfd, &st);
 	fdcache_init();
 	/* The root has no handle: its fd is pinned. */
 	root = node_alloc(&st, NULL);
