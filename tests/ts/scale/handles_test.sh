@@ -189,9 +189,15 @@ test_inode_number_reused_behind_the_daemon() {
 	assertEquals "it is a regular file through the live path" "regular file" \
 		"$(stat -c %F "$src/d/n$i" 2>&1)"
 	assertEquals "with its own content" "new $i" "$(cat "$src/d/n$i" 2>&1)"
-	echo more >>"$src/d/n$i" || fail "write to the new file"
+	# The next snapshot's first change preserves it by its node's name:
+	# the old node's would be x's, which is gone (EIO).
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "a second take: $(ovs_ran)" 0 "$OVS_RC"
+	echo more >>"$src/d/n$i" || fail "first write to the new file after a take"
 	assertEquals "written" "new $i
 more" "$(cat "$src/d/n$i" 2>&1)"
+	assertEquals "the new snapshot kept it as it was" "new $i" \
+		"$(cat "$(ovs_snapshot_layers "$src" | tail -1 | cut -d" " -f2-)/d/n$i" 2>&1)"
 	kill "$holder" 2>/dev/null
 	wait "$holder" 2>/dev/null
 	return 0
