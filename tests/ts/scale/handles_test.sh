@@ -5,7 +5,7 @@
 # object gives a new node (another handle), never the old one.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
-ovs_require_cmd prlimit python3
+ovs_require_cmd prlimit python3 setpriv setfattr getfattr
 
 tearDown() {
 	ovs_teardown
@@ -201,6 +201,41 @@ more" "$(cat "$src/d/n$i" 2>&1)"
 	kill "$holder" 2>/dev/null
 	wait "$holder" 2>/dev/null
 	return 0
+}
+
+# A request served as a user (no capability) whose node's fd was
+# evicted: open_by_handle_at needs CAP_DAC_READ_SEARCH, which the daemon
+# raises for that call only.  The user's xattr changes and listing work,
+# and a root-only directory stays closed to the user afterwards.
+test_user_request_reopens_an_evicted_fd() {
+	local src pid
+
+	ovs_user || return
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir -p "$src/fill" "$src/secret"
+	chmod 700 "$src/secret"
+	echo data >"$src/mine"
+	chown "$OVS_UID:$OVS_GID" "$src/mine"
+	touch $(seq -f "$src/fill/f%g" 1 300)
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	pid=$(status_field pid "$(daemon_status)")
+	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+	stat "$src/mine" >/dev/null
+	stat "$src"/fill/* >/dev/null || fail "stat the filler files"
+	ovs_as_user setfattr -n user.k -v v "$src/mine"
+	assertEquals "setxattr as the user: $(ovs_ran)" 0 "$OVS_RC"
+	stat "$src"/fill/* >/dev/null
+	ovs_as_user getfattr -d "$src/mine"
+	assertEquals "listxattr as the user: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "the user's xattr" "$OVS_OUT" 'user.k="v"'
+	ovs_as_user ls "$src/secret"
+	assertNotEquals "the root-only directory stays closed: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the xattr is on the real file" "v" \
+		"$(getfattr --only-values -n user.k "$src/mine" 2>/dev/null)"
 }
 
 . "$SHUNIT2"
