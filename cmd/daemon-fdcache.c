@@ -91,10 +91,11 @@ void fdcache_init(void)
 	C.bound = bound_from_limit();
 }
 
-void nodes_counts(size_t *nnodes, int *nfds, int *bound)
+void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound)
 {
 	pthread_mutex_lock(&D.nodes_lock);
 	*nnodes = D.nnodes;
+	*bytes = D.node_bytes + D.nbuckets * sizeof(*D.buckets);
 	pthread_mutex_unlock(&D.nodes_lock);
 	pthread_mutex_lock(&C.lock);
 	*nfds = C.used + C.pinned;

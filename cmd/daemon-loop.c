@@ -846,19 +846,19 @@ static void handle_request(int conn)
 	dbg("control: %s", req);
 	if (strcmp(req, "status") == 0) {
 		unsigned long open;
-		size_t nnodes;
+		size_t nnodes, nbytes;
 		int nfds, fdbound;
 
 		pthread_mutex_lock(&D.nodes_lock);
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
-		nodes_counts(&nnodes, &nfds, &fdbound);
+		nodes_counts(&nnodes, &nbytes, &nfds, &fdbound);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
 			      " open=%lu deferred=%u barrier=%d preserving=%u nodes=%zu"
-			      " nodefds=%d fdbound=%d fusedev=%u:%u src=%s",
+			      " nodebytes=%zu nodefds=%d fdbound=%d fusedev=%u:%u src=%s",
 			      (int)getpid(), D.layer_id,
 			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
-			      (int)D.barrier, preserving_count(), nnodes, nfds,
+			      (int)D.barrier, preserving_count(), nnodes, nbytes, nfds,
 			      D.handles ? fdbound : -1, major(D.fuse_dev),
 			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {

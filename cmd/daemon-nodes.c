@@ -23,6 +23,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,12 @@
 #include "daemon.h"
 
 #define NODES_MIN_BUCKETS 1024
+
+/* What an allocation costs: its usable size and glibc's chunk header. */
+static size_t alloc_bytes(void *p)
+{
+	return p ? malloc_usable_size(p) + sizeof(size_t) : 0;
+}
 
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
@@ -121,6 +128,7 @@ static struct dnode *node_alloc(const struct stat *st, const struct handle_buf *
 
 	if (!n)
 		return NULL;
+	D.node_bytes += alloc_bytes(n);
 	n->pinned_fd = -1;
 	n->fd_slot = -1;
 	n->dev = st->st_dev;
@@ -236,6 +244,7 @@ static void node_maybe_free(struct dnode *n)
 		hash_remove(n);
 		D.nnodes--;
 		fdcache_forget(n);
+		D.node_bytes -= alloc_bytes(n) + alloc_bytes(n->name);
 		free(n->name);
 		free(n);
 		if (!parent)
@@ -264,6 +273,8 @@ static int set_name_locked(struct dnode *n, struct dnode *parent, const char *na
 	if (parent)
 		parent->children++;
 	n->parent = parent;
+	D.node_bytes += alloc_bytes(copy);
+	D.node_bytes -= alloc_bytes(n->name);
 	free(n->name);
 	n->name = copy;
 	if (old_parent) {
@@ -354,6 +365,7 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 	}
 	n->nlookup = 1;
 	if (set_name_locked(n, parent, name) < 0) {
+		D.node_bytes -= alloc_bytes(n);
 		pthread_mutex_unlock(&D.nodes_lock);
 		close(fd);
 		free(n);
@@ -552,6 +564,7 @@ static struct dnode *dir_node_of_locked(const struct ovs_relpath *path)
 				goto fail;
 			}
 			if (set_name_locked(n, dir, comp) < 0) {
+				D.node_bytes -= alloc_bytes(n);
 				close(fd);
 				free(n);
 				goto fail;

@@ -102,6 +102,7 @@ struct daemon {
 	bool handles;			/* SRC's filesystem has usable file handles */
 	struct dnode **buckets;
 	size_t nbuckets, nnodes;
+	size_t node_bytes;		/* malloc'ed for nodes and names, chunk headers included */
 	struct dnode *root;
 	unsigned long open_handles;
 	uint64_t ns_seq;		/* bumped by every name change */
@@ -143,9 +144,9 @@ void node_forget(struct dnode *n, uint64_t nlookup);
  */
 int node_fd_get(struct dnode *n);
 void node_fd_put(struct dnode *n);
-/* For status: nodes, fds held by the cache (pinned included), the
- * cache's bound. */
-void nodes_counts(size_t *nnodes, int *nfds, int *bound);
+/* For status: nodes, the bytes they take (names and the hash table
+ * included), fds held by the cache (pinned included), the cache's bound. */
+void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound);
 /* The node of an object already known, by identity, or NULL. */
 struct dnode *node_find(dev_t dev, ino_t ino);
 /* The chain of names of n (name NULL) or of the entry name of directory

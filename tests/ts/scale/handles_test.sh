@@ -42,7 +42,7 @@ PY
 # no more fds than its cache bound (a quarter of the limit) and what it
 # held before the walk.  The nodes' memory is reported for ovsnapd(8).
 test_walk_far_more_files_than_the_fd_limit() {
-	local src pid status before bound nodes max=0 n rss0 rss1 sampler made
+	local src pid status before bound nodes bytes max=0 n rss0 rss1 sampler made
 	local nfiles=50000
 
 	ovs_mkfs xfs 1G || return
@@ -94,9 +94,12 @@ test_walk_far_more_files_than_the_fd_limit() {
 	assertTrue "the daemon held at most $before + $bound + 32 fds during the walk: $max" \
 		"[ $max -le $((before + bound + 32)) ]"
 	rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
-	echo "# $nodes nodes, daemon RSS ${rss0} -> ${rss1} KiB:" \
-		"$(((rss1 - rss0) * 1024 / (nodes > 0 ? nodes : 1))) bytes per node; max fds $max" \
-		"(before the walk $before, bound $bound)"
+	bytes=$(status_field nodebytes "$status")
+	echo "# $nodes nodes, $bytes bytes: $((bytes / (nodes > 0 ? nodes : 1))) bytes per node;" \
+		"daemon RSS ${rss0} -> ${rss1} KiB; max fds $max (before the walk $before, bound $bound)"
+	# ovsnapd(8) says about 150 bytes (names of six characters here).
+	assertTrue "at most 256 bytes per node: $bytes bytes for $nodes nodes" \
+		"[ $bytes -le $((nodes * 256)) ]"
 	assertEquals "the daemon still serves" "file 0" "$(cat "$src/d000/f00000")"
 }
 
@@ -236,6 +239,39 @@ test_user_request_reopens_an_evicted_fd() {
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "the xattr is on the real file" "v" \
 		"$(getfattr --only-values -n user.k "$src/mine" 2>/dev/null)"
+}
+
+# A file removed while open keeps its node's fd (a handle may not open
+# an unlinked inode again): a chmod through the open descriptor (a
+# SETATTR without a file handle) reaches it after the cache has moved on.
+test_removed_open_file_keeps_its_fd() {
+	local src pid
+
+	ovs_mkfs ext4 || return
+	src=$OVS_MNT/src
+	mkdir -p "$src/fill"
+	echo data >"$src/gone"
+	touch $(seq -f "$src/fill/f%g" 1 300)
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	pid=$(status_field pid "$(daemon_status)")
+	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+	cat >"$OVS_TMP/removed.py" <<'PY'
+import os, sys
+src = sys.argv[1]
+fd = os.open(src + "/gone", os.O_RDWR)
+os.unlink(src + "/gone")
+for name in os.listdir(src + "/fill"):
+    os.stat(src + "/fill/" + name)
+os.fchmod(fd, 0o600)
+st = os.fstat(fd)
+print("%o %d" % (st.st_mode & 0o7777, st.st_nlink))
+os.write(fd, b"more")
+os.close(fd)
+PY
+	ovs_run "$ovs__python3" "$OVS_TMP/removed.py" "$src"
+	assertEquals "chmod of the removed open file: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "its mode and link count" "600 0" "$OVS_OUT"
 }
 
 . "$SHUNIT2"
