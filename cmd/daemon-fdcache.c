@@ -220,13 +220,23 @@ static void pin_locked(struct dnode *n, int fd)
 	C.pinned++;
 }
 
-/* Caller holds the lock; fd is no longer needed by anyone but the cache. */
+/* A put without a get, or a node freed while its fd is in use: said
+ * once the lock is dropped (dlog may lock). */
+static bool misuse;
+
+static void say_misuse(void)
+{
+	if (__atomic_exchange_n(&misuse, false, __ATOMIC_RELAXED))
+		dlog(LOG_ERR, "fd cache: an fd put by nobody's get, or freed while in use");
+}
+
+/* One user less of slot s; caller holds the lock. */
 static void put_slot_locked(int s, struct victims *v)
 {
 	struct fd_slot *e = &C.slots[s];
 
 	if (!e->refs) {
-		dlog(LOG_ERR, "fd cache: put of an fd nobody holds");
+		misuse = true;
 		return;
 	}
 	if (--e->refs)
@@ -334,6 +344,7 @@ void node_fd_put(struct dnode *n)
 		put_slot_locked(n->fd_slot, &v);
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
+	say_misuse();
 }
 
 void node_fd_put_fd(int fd)
@@ -347,6 +358,7 @@ void node_fd_put_fd(int fd)
 		put_slot_locked(C.slot_of_fd[fd], &v);
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
+	say_misuse();
 }
 
 void fdcache_offer(struct dnode *n, int fd)
@@ -417,7 +429,7 @@ void fdcache_forget(struct dnode *n)
 	s = n->fd_slot;
 	if (s >= 0) {
 		if (C.slots[s].refs)
-			dlog(LOG_ERR, "fd cache: node freed while its fd is in use");
+			misuse = true;
 		else
 			lru_unlink(s);
 		v.fd[v.n++] = C.slots[s].fd;
@@ -430,4 +442,5 @@ void fdcache_forget(struct dnode *n)
 	}
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
+	say_misuse();
 }

@@ -366,10 +366,10 @@ static const struct ovs_relpath *other_of(const struct other_names *o)
 #define CACHE_TIMEOUT 86400.0
 
 /*
- * Every inode the kernel caches holds an O_PATH fd here (daemon-nodes.c).
- * At the open file limit, lookups and creates fail with EMFILE until the
- * kernel forgets some inodes: say so once, with the limit, since the
- * caller only sees "Too many open files".
+ * Without file handles every inode the kernel caches holds an O_PATH fd
+ * here (daemon-nodes.c); with them, open files do.  At the open file
+ * limit, lookups and creates fail with EMFILE: say so once, with the
+ * limit, since the caller only sees "Too many open files".
  */
 static void note_fd_limit(int err)
 {
@@ -383,9 +383,15 @@ static void note_fd_limit(int err)
 		     "the kernel forgets some inodes", strerror(err));
 		return;
 	}
-	dlog(LOG_ERR, "out of file descriptors: the daemon holds one for every inode the "
-	     "kernel caches, and its limit is %llu; lookups in SRC fail with EMFILE "
-	     "until the kernel forgets some inodes", (unsigned long long)rl.rlim_cur);
+	if (D.handles)
+		dlog(LOG_ERR, "out of file descriptors: open files and the fd cache reach "
+		     "its limit, %llu; requests fail with EMFILE until files are closed",
+		     (unsigned long long)rl.rlim_cur);
+	else
+		dlog(LOG_ERR, "out of file descriptors: the daemon holds one for every inode "
+		     "the kernel caches, and its limit is %llu; lookups in SRC fail with "
+		     "EMFILE until the kernel forgets some inodes",
+		     (unsigned long long)rl.rlim_cur);
 }
 
 static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e)
