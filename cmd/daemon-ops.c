@@ -571,13 +571,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
-static int apply_setattr_fd(struct dnode *n, int nfd, struct stat *attr, int valid,
-			    struct fuse_file_info *fi)
+/* nfd: the node's O_PATH fd */
+static int apply_setattr_fd(int nfd, struct stat *attr, int valid, struct fuse_file_info *fi)
 {
 	char proc[64];
 	int fd = fi ? handle_of(fi)->fd : -1;
 
-	(void)n;
 	PROC_FD_PATH(proc, nfd);
 	if (valid & FUSE_SET_ATTR_MODE) {
 		if ((fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(proc, attr->st_mode)) < 0)
@@ -621,7 +620,7 @@ static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
 
 	if (nfd < 0)
 		return -nfd;
-	err = apply_setattr_fd(n, nfd, attr, valid, fi);
+	err = apply_setattr_fd(nfd, attr, valid, fi);
 	node_fd_put(n);
 	return err;
 }
