@@ -236,7 +236,7 @@ static void put_slot_locked(int s, struct victims *v)
 	struct fd_slot *e = &C.slots[s];
 
 	if (!e->refs) {
-		misuse = true;
+		__atomic_store_n(&misuse, true, __ATOMIC_RELAXED);
 		return;
 	}
 	if (--e->refs)
@@ -429,7 +429,7 @@ void fdcache_forget(struct dnode *n)
 	s = n->fd_slot;
 	if (s >= 0) {
 		if (C.slots[s].refs)
-			misuse = true;
+			__atomic_store_n(&misuse, true, __ATOMIC_RELAXED);
 		else
 			lru_unlink(s);
 		v.fd[v.n++] = C.slots[s].fd;
