@@ -887,15 +887,20 @@ static void handle_request(int conn)
 	dbg("control: %s", req);
 	if (strcmp(req, "status") == 0) {
 		unsigned long open;
+		size_t nnodes, nbytes;
+		int nfds, fdbound;
 
 		pthread_mutex_lock(&D.nodes_lock);
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
+		nodes_counts(&nnodes, &nbytes, &nfds, &fdbound);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
-			      " open=%lu deferred=%u barrier=%d preserving=%u fusedev=%u:%u src=%s",
+			      " open=%lu deferred=%u barrier=%d preserving=%u nodes=%zu"
+			      " nodebytes=%zu nodefds=%d fdbound=%d fusedev=%u:%u src=%s",
 			      (int)getpid(), D.layer_id,
 			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
-			      (int)__atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST), preserving_count(), major(D.fuse_dev),
+			      (int)__atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST), preserving_count(), nnodes, nbytes, nfds,
+			      D.handles ? fdbound : -1, major(D.fuse_dev),
 			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another

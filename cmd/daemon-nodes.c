@@ -2,13 +2,19 @@
  * The daemon's inode table and the caller's identity.
  *
  * Like libfuse's passthrough_hp, a node is one real object keyed by
- * (st_dev, st_ino) and holds an O_PATH fd of it; the node's address is its
- * FUSE inode number.  Unlike it, a node also remembers one current name
+ * (st_dev, st_ino); the node's address is its FUSE inode number.  Unlike
+ * it, a node keeps the object's file handle, not an fd: its O_PATH fd
+ * lives in a bounded cache (daemon-fdcache.c), so a tree far larger than
+ * the open file limit can be walked.  Without the fd holding the inode,
+ * its number can be reused once the object is deleted: a lookup that
+ * finds the number with another handle drops the old node from the table
+ * and makes a new one.  Unlike it, a node also remembers one current name
  * (parent node + name), because the preservation engine names an object by
  * its chain of names from SRC's root (struct ovs_relpath): node_relpath()
  * lends the engine pointers to the names along the parent links, never a
  * path joined in one buffer (DESIGN.md rule 18), and the parent node's fd
- * so that the engine reaches the object's directory without walking.
+ * (referenced until node_relpath_free) so that the engine reaches the
+ * object's directory without walking.
  * Only the daemon changes the live tree, so keeping the names current
  * through lookup, create, rename, link and unlink is enough.
  */
@@ -17,6 +23,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +35,12 @@
 #include "daemon.h"
 
 #define NODES_MIN_BUCKETS 1024
+
+/* What an allocation costs: its usable size and glibc's chunk header. */
+static size_t alloc_bytes(void *p)
+{
+	return p ? malloc_usable_size(p) + sizeof(size_t) : 0;
+}
 
 static size_t bucket_of(dev_t dev, ino_t ino, size_t nbuckets)
 {
@@ -86,6 +99,97 @@ static struct dnode *hash_find(dev_t dev, ino_t ino)
 	return NULL;
 }
 
+/* A file handle as name_to_handle_at makes it. */
+struct handle_buf {
+	struct file_handle fh;
+	unsigned char bytes[MAX_HANDLE_SZ];
+};
+
+/* The handle of the object of fd (O_PATH) into h; false when it has none
+ * the node can use: handles off, another filesystem (a handle opens on
+ * SRC's only), or one too long for the node's byte of length. */
+static bool handle_of_fd(int fd, const struct stat *st, struct handle_buf *h)
+{
+	int mount_id;
+
+	if (!D.handles || st->st_dev != D.src_dev)
+		return false;
+	h->fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", &h->fh, &mount_id, AT_EMPTY_PATH) < 0)
+		return false;
+	return h->fh.handle_bytes > 0 && h->fh.handle_bytes <= 255;
+}
+
+/* A node of st's object with handle h (NULL: none); no fd yet. */
+static struct dnode *node_alloc(const struct stat *st, const struct handle_buf *h)
+{
+	size_t bytes = h ? h->fh.handle_bytes : 0;
+	struct dnode *n = calloc(1, sizeof(*n) + bytes);
+
+	if (!n)
+		return NULL;
+	D.node_bytes += alloc_bytes(n);
+	n->pinned_fd = -1;
+	n->fd_slot = -1;
+	n->dev = st->st_dev;
+	n->ino = st->st_ino;
+	n->type = st->st_mode & S_IFMT;
+	if (h) {
+		n->fh_bytes = (unsigned char)bytes;
+		n->fh_type = h->fh.handle_type;
+		memcpy(n->fh, h->fh.f_handle, bytes);
+	}
+	return n;
+}
+
+/* Whether node n (found by st_dev/st_ino) is the object with handle h.
+ * Without a handle on either side it is: a node without one keeps its fd
+ * pinned, and so its inode number. */
+static bool same_object(const struct dnode *n, const struct handle_buf *h)
+{
+	if (!h || !n->fh_bytes)
+		return true;
+	return n->fh_bytes == h->fh.handle_bytes && n->fh_type == h->fh.handle_type &&
+	       memcmp(n->fh, h->fh.f_handle, n->fh_bytes) == 0;
+}
+
+/*
+ * Whether SRC's filesystem gives handles that open again: checked on the
+ * root, not assumed from the filesystem type.  OVSNAPD_TEST_NO_HANDLES=1
+ * (tests) acts as if it did not.
+ */
+static bool handles_usable(int rootfd, const struct stat *root)
+{
+	const char *test = getenv("OVSNAPD_TEST_NO_HANDLES");
+	struct handle_buf h;
+	struct stat st;
+	int mount_id, fd;
+
+	if (test && strcmp(test, "1") == 0) {
+		dlog(LOG_INFO, "file handles: off (OVSNAPD_TEST_NO_HANDLES): one fd "
+		     "per cached inode");
+		return false;
+	}
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(rootfd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0) {
+		dlog(LOG_INFO, "file handles: SRC's filesystem has none (%m): one fd per "
+		     "cached inode, as many as the open file limit allows");
+		return false;
+	}
+	fd = open_by_handle_at(rootfd, &h.fh, O_PATH | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != root->st_dev ||
+	    st.st_ino != root->st_ino) {
+		dlog(LOG_INFO, "file handles: SRC's filesystem's do not open again (%s): "
+		     "one fd per cached inode, as many as the open file limit allows",
+		     fd < 0 ? strerror(errno) : "another object");
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
 int nodes_init(int rootfd)
 {
 	struct stat st;
@@ -94,16 +198,18 @@ int nodes_init(int rootfd)
 
 	D.nbuckets = NODES_MIN_BUCKETS;
 	D.buckets = calloc(D.nbuckets, sizeof(*D.buckets));
-	root = calloc(1, sizeof(*root));
-	if (!D.buckets || !root)
+	if (!D.buckets)
 		return -ENOMEM;
 	fd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -errno;
-	root->fd = fd;
-	root->dev = st.st_dev;
-	root->ino = st.st_ino;
-	root->type = S_IFDIR;
+	D.handles = handles_usable(rootfd, &st);
+	fdcache_init();
+	/* The root has no handle: its fd is pinned. */
+	root = node_alloc(&st, NULL);
+	if (!root)
+		return -ENOMEM;
+	fdcache_offer(root, fd);
 	root->nlookup = 1;	/* never forgotten */
 	root->name = strdup("");
 	if (!root->name)
@@ -137,7 +243,8 @@ static void node_maybe_free(struct dnode *n)
 
 		hash_remove(n);
 		D.nnodes--;
-		close(n->fd);
+		fdcache_forget(n);
+		D.node_bytes -= alloc_bytes(n) + alloc_bytes(n->name);
 		free(n->name);
 		free(n);
 		if (!parent)
@@ -166,6 +273,8 @@ static int set_name_locked(struct dnode *n, struct dnode *parent, const char *na
 	if (parent)
 		parent->children++;
 	n->parent = parent;
+	D.node_bytes += alloc_bytes(copy);
+	D.node_bytes -= alloc_bytes(n->name);
 	free(n->name);
 	n->name = copy;
 	if (old_parent) {
@@ -181,62 +290,89 @@ static int set_name_locked(struct dnode *n, struct dnode *parent, const char *na
  * it as the object's name; -EAGAIN asks the caller to look up again.  A
  * change that finishes later finds the node by identity and fixes it.
  */
-static bool name_still_valid(const struct stat *st, struct dnode *parent, const char *name)
+static int name_still_valid(const struct stat *st, struct dnode *parent, const char *name)
 {
 	struct stat now;
+	int pfd = node_fd_get(parent), rc;
 
-	return fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+	if (pfd < 0)
+		return -pfd;
+	rc = fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     now.st_dev == st->st_dev && now.st_ino == st->st_ino ? 0 : EAGAIN;
+	node_fd_put(parent);
+	return rc;
+}
+
+/*
+ * Node n's inode number belongs to another object now (n's was deleted
+ * behind the fd cache's back, or after it left the tree): n leaves the
+ * table and its name, and lives on only for the kernel's references, as
+ * an object no longer in the tree.  Caller holds nodes_lock, and a
+ * reference on any node it still uses (dropping n's parent may free it).
+ */
+static void node_stale_locked(struct dnode *n)
+{
+	dbg("inode %llu reused by a new object: node %p dropped from the table",
+	    (unsigned long long)n->ino, (void *)n);
+	hash_remove(n);
+	n->hnext = NULL;
+	set_name_locked(n, NULL, NULL);
 }
 
 struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq)
 {
+	struct handle_buf hb;
+	struct handle_buf *h = handle_of_fd(fd, st, &hb) ? &hb : NULL;
 	struct dnode *n;
+	int err;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(st->st_dev, st->st_ino);
+	if (n && !same_object(n, h)) {
+		node_stale_locked(n);
+		n = NULL;
+	}
 	if (n) {
-		close(fd);
 		/* Any current name will do for a hard-linked file; only a
 		 * node that lost its last known name takes this one. */
 		if (!n->name && st->st_nlink > 0) {
-			if (seq != D.ns_seq && !name_still_valid(st, parent, name)) {
+			if (seq != D.ns_seq && (err = name_still_valid(st, parent, name))) {
 				pthread_mutex_unlock(&D.nodes_lock);
-				errno = EAGAIN;
+				close(fd);
+				errno = err;
 				return NULL;
 			}
 			set_name_locked(n, parent, name);
 		}
+		fdcache_offer(n, fd);
 		n->nlookup++;
 		pthread_mutex_unlock(&D.nodes_lock);
 		return n;
 	}
-	if (seq != D.ns_seq && !name_still_valid(st, parent, name)) {
+	if (seq != D.ns_seq && (err = name_still_valid(st, parent, name))) {
 		pthread_mutex_unlock(&D.nodes_lock);
 		close(fd);
-		errno = EAGAIN;
+		errno = err;
 		return NULL;
 	}
-	n = calloc(1, sizeof(*n));
+	n = node_alloc(st, h);
 	if (!n) {
 		pthread_mutex_unlock(&D.nodes_lock);
 		close(fd);
 		errno = ENOMEM;
 		return NULL;
 	}
-	n->fd = fd;
-	n->dev = st->st_dev;
-	n->ino = st->st_ino;
-	n->type = st->st_mode & S_IFMT;
 	n->nlookup = 1;
 	if (set_name_locked(n, parent, name) < 0) {
+		D.node_bytes -= alloc_bytes(n);
 		pthread_mutex_unlock(&D.nodes_lock);
 		close(fd);
 		free(n);
 		errno = ENOMEM;
 		return NULL;
 	}
+	fdcache_offer(n, fd);
 	hash_insert(n);
 	if (++D.nnodes > D.nbuckets * 2)
 		hash_grow();
@@ -277,9 +413,11 @@ struct dnode *node_find(dev_t dev, ino_t ino)
 	return n;
 }
 
-/* Caller holds nodes_lock. */
-static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath *rp)
+/* Caller holds nodes_lock.  with_fd: lend srcdirfd (node_fd_get). */
+static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath *rp,
+			  bool with_fd)
 {
+	struct dnode *dir = NULL;
 	const char **v;
 	struct dnode *p;
 	size_t depth = 0, i;
@@ -301,16 +439,25 @@ static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath 
 	v = malloc((i ? i : 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
+	if (name)
+		dir = n;
+	else if (n != D.root)
+		dir = n->parent;
+	if (dir && with_fd) {
+		int fd = node_fd_get(dir);
+
+		if (fd < 0) {
+			free(v);
+			return fd;
+		}
+		rp->srcdirfd = fd;
+	}
 	rp->n = i;
 	if (name)
 		v[--i] = name;
 	for (p = n; p != D.root; p = p->parent)
 		v[--i] = p->name;
 	rp->names = v;
-	if (name)
-		rp->srcdirfd = n->fd;
-	else if (n != D.root)
-		rp->srcdirfd = n->parent->fd;
 	return 0;
 }
 
@@ -319,7 +466,7 @@ int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp)
 	int rc;
 
 	pthread_mutex_lock(&D.nodes_lock);
-	rc = relpath_locked(n, name, rp);
+	rc = relpath_locked(n, name, rp, true);
 	pthread_mutex_unlock(&D.nodes_lock);
 	return rc;
 }
@@ -330,7 +477,7 @@ const char *node_describe(struct dnode *n, char *buf, size_t len)
 	const char *s = "(no name)";
 
 	pthread_mutex_lock(&D.nodes_lock);
-	if (relpath_locked(n, NULL, &rp) == 0) {
+	if (relpath_locked(n, NULL, &rp, false) == 0) {
 		s = ovs_relpath_describe(&rp, buf, len);
 		node_relpath_free(&rp);
 	}
@@ -340,6 +487,7 @@ const char *node_describe(struct dnode *n, char *buf, size_t len)
 
 void node_relpath_free(struct ovs_relpath *rp)
 {
+	node_fd_put_fd(rp->srcdirfd);
 	free((void *)rp->names);
 	rp->names = NULL;
 	rp->n = 0;
@@ -382,36 +530,46 @@ static struct dnode *dir_node_of_locked(const struct ovs_relpath *path)
 		return NULL;
 	for (i = 0; i + 1 < path->n; i++) {
 		const char *comp = path->names[i];
+		struct handle_buf hb, *h;
 		struct stat st;
-		int fd;
+		int fd, dfd;
 
-		fd = openat(dir->fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		dfd = node_fd_get(dir);
+		if (dfd < 0)
+			goto fail;
+		fd = openat(dfd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		node_fd_put(dir);
 		if (fd < 0)
 			goto fail;
 		if (fstat(fd, &st) < 0) {
 			close(fd);
 			goto fail;
 		}
+		h = handle_of_fd(fd, &st, &hb) ? &hb : NULL;
 		n = hash_find(st.st_dev, st.st_ino);
+		if (n && !same_object(n, h)) {
+			dir->children++;	/* n's old parent may be dir */
+			node_stale_locked(n);
+			dir->children--;
+			n = NULL;
+		}
 		if (n) {
-			close(fd);
+			fdcache_offer(n, fd);
 			if (!n->name)
 				set_name_locked(n, dir, comp);
 		} else {
-			n = calloc(1, sizeof(*n));
+			n = node_alloc(&st, h);
 			if (!n) {
 				close(fd);
 				goto fail;
 			}
-			n->fd = fd;
-			n->dev = st.st_dev;
-			n->ino = st.st_ino;
-			n->type = S_IFDIR;
 			if (set_name_locked(n, dir, comp) < 0) {
+				D.node_bytes -= alloc_bytes(n);
 				close(fd);
 				free(n);
 				goto fail;
 			}
+			fdcache_offer(n, fd);
 			hash_insert(n);
 			if (++D.nnodes > D.nbuckets * 2)
 				hash_grow();
@@ -442,6 +600,9 @@ void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char 
 			dir->children--;
 		} else {
 			set_name_locked(n, NULL, NULL);
+			/* Out of the tree, maybe still open: no handle is
+			 * sure to open it again. */
+			fdcache_pin(n);
 		}
 	}
 	names_changed();
@@ -678,6 +839,28 @@ int identity_become(fuse_req_t req, bool with_umask)
 int identity_become_keeping(fuse_req_t req, uint64_t keep)
 {
 	return become_caller(req, NULL, keep);
+}
+
+int identity_open_by_handle(int mount_fd, struct file_handle *fh, int flags)
+{
+	const uint64_t need = 1ULL << CAP_DAC_READ_SEARCH;
+	bool raise = acting.caps_dropped && !(acting.caps_kept & need);
+	int fd, err;
+
+	/* Acting for a user, the thread has no capability: raise the one
+	 * open_by_handle_at needs just for the call.  O_PATH checks no
+	 * permission, so the user gains nothing by it. */
+	if (raise && caps_set(true, acting.caps_kept | need) < 0)
+		raise = false;	/* the open fails with EPERM */
+	fd = open_by_handle_at(mount_fd, fh, flags);
+	err = errno;
+	if (raise && caps_set(true, acting.caps_kept) < 0) {
+		dlog(LOG_CRIT, "cannot drop CAP_DAC_READ_SEARCH again while acting for uid "
+		     "%u: %m; stopping rather than serve with it", (unsigned int)acting.uid);
+		abort();
+	}
+	errno = err;
+	return fd;
 }
 
 /*

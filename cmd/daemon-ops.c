@@ -54,9 +54,14 @@ static struct dhandle *handle_of(struct fuse_file_info *fi)
 
 static int stat_node(struct dnode *n, struct stat *st)
 {
-	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	return 0;
+	int fd = node_fd_get(n), rc = 0;
+
+	if (fd < 0)
+		return fd;
+	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	node_fd_put(n);
+	return rc;
 }
 
 /* ---- preservation ------------------------------------------------------ */
@@ -361,10 +366,10 @@ static const struct ovs_relpath *other_of(const struct other_names *o)
 #define CACHE_TIMEOUT 86400.0
 
 /*
- * Every inode the kernel caches holds an O_PATH fd here (daemon-nodes.c).
- * At the open file limit, lookups and creates fail with EMFILE until the
- * kernel forgets some inodes: say so once, with the limit, since the
- * caller only sees "Too many open files".
+ * Without file handles every inode the kernel caches holds an O_PATH fd
+ * here (daemon-nodes.c); with them, open files do.  At the open file
+ * limit, lookups and creates fail with EMFILE: say so once, with the
+ * limit, since the caller only sees "Too many open files".
  */
 static void note_fd_limit(int err)
 {
@@ -378,9 +383,15 @@ static void note_fd_limit(int err)
 		     "the kernel forgets some inodes", strerror(err));
 		return;
 	}
-	dlog(LOG_ERR, "out of file descriptors: the daemon holds one for every inode the "
-	     "kernel caches, and its limit is %llu; lookups in SRC fail with EMFILE "
-	     "until the kernel forgets some inodes", (unsigned long long)rl.rlim_cur);
+	if (D.handles)
+		dlog(LOG_ERR, "out of file descriptors: open files and the fd cache reach "
+		     "its limit, %llu; requests fail with EMFILE until files are closed",
+		     (unsigned long long)rl.rlim_cur);
+	else
+		dlog(LOG_ERR, "out of file descriptors: the daemon holds one for every inode "
+		     "the kernel caches, and its limit is %llu; lookups in SRC fail with "
+		     "EMFILE until the kernel forgets some inodes",
+		     (unsigned long long)rl.rlim_cur);
 }
 
 static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e)
@@ -393,8 +404,12 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 	memset(e, 0, sizeof(*e));
 	for (;;) {
 		uint64_t seq = nodes_seq();
+		int pfd = node_fd_get(parent);
 
-		fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return -pfd;
+		fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		node_fd_put(parent);
 		if (fd < 0) {
 			note_fd_limit(errno);
 			return errno;
@@ -447,12 +462,18 @@ static void undo_entry(struct dnode *parent, const char *name, bool dir,
 		       const struct ovs_relpath *path, const char *what)
 {
 	struct stat st;
+	int pfd = node_fd_get(parent);
 
-	if (fstatat(parent->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    unlinkat(parent->fd, name, dir ? AT_REMOVEDIR : 0) < 0) {
+	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    unlinkat(pfd, name, dir ? AT_REMOVEDIR : 0) < 0) {
+		if (pfd < 0)
+			errno = -pfd;
 		dlog(LOG_ERR, "cannot remove %s again after a failed %s: %m", name, what);
+		if (pfd >= 0)
+			node_fd_put(parent);
 		return;
 	}
+	node_fd_put(parent);
 	if (path && D.hlmap)
 		ovs_hlmap_unlink(D.hlmap, path, &st);
 }
@@ -550,13 +571,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
-static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
-			 struct fuse_file_info *fi)
+/* nfd: the node's O_PATH fd */
+static int apply_setattr_fd(int nfd, struct stat *attr, int valid, struct fuse_file_info *fi)
 {
 	char proc[64];
 	int fd = fi ? handle_of(fi)->fd : -1;
 
-	PROC_FD_PATH(proc, n->fd);
+	PROC_FD_PATH(proc, nfd);
 	if (valid & FUSE_SET_ATTR_MODE) {
 		if ((fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(proc, attr->st_mode)) < 0)
 			return errno;
@@ -565,7 +586,7 @@ static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-		if (fchownat(n->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		if (fchownat(nfd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return errno;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
@@ -586,10 +607,22 @@ static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			tv[1] = attr->st_mtim;
 		if ((fd >= 0 ? futimens(fd, tv)
-			     : utimensat(n->fd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)) < 0)
+			     : utimensat(nfd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)) < 0)
 			return errno;
 	}
 	return 0;
+}
+
+static int apply_setattr(struct dnode *n, struct stat *attr, int valid,
+			 struct fuse_file_info *fi)
+{
+	int nfd = node_fd_get(n), err;
+
+	if (nfd < 0)
+		return -nfd;
+	err = apply_setattr_fd(nfd, attr, valid, fi);
+	node_fd_put(n);
+	return err;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
@@ -618,8 +651,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[PATH_MAX + 1];
-	ssize_t len = readlinkat(node_of(ino)->fd, "", buf, sizeof(buf));
+	struct dnode *n = node_of(ino);
+	int fd = node_fd_get(n);
+	ssize_t len = fd < 0 ? (errno = -fd, -1) : readlinkat(fd, "", buf, sizeof(buf));
 
+	if (fd >= 0)
+		node_fd_put(n);
 	if (len < 0)
 		fuse_reply_err(req, errno);
 	else if (len == sizeof(buf))
@@ -669,11 +706,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		rc = identity_become(req, kind != MAKE_SYMLINK);
 		if (rc == 0) {
 			if (kind == MAKE_DIR)
-				rc = mkdirat(parent->fd, name, mode);
+				rc = mkdirat(path.srcdirfd, name, mode);
 			else if (kind == MAKE_SYMLINK)
-				rc = symlinkat(target, parent->fd, name);
+				rc = symlinkat(target, path.srcdirfd, name);
 			else
-				rc = mknodat(parent->fd, name, mode, rdev);
+				rc = mknodat(path.srcdirfd, name, mode, rdev);
 			if (rc < 0)
 				rc = -errno;
 		}
@@ -721,7 +758,7 @@ static int entry_to_remove(struct dnode *parent, const char *name, bool dir,
 
 	if (rc < 0)
 		return -rc;
-	if (fstatat(parent->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(path->srcdirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno;
 	if (dir && !S_ISDIR(st->st_mode))
 		return ENOTDIR;
@@ -748,7 +785,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	if (!err) {
 		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
-		if (rc == 0 && unlinkat(parent->fd, name, 0) < 0)
+		if (rc == 0 && unlinkat(path.srcdirfd, name, 0) < 0)
 			rc = -errno;
 		identity_restore();
 		err = -rc;
@@ -778,7 +815,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 			/* Empty under change_lock: nothing can be created in it
 			 * until the rmdir is done (rule 3). */
 			if (!err) {
-				rc = dir_is_empty(parent->fd, name);
+				rc = dir_is_empty(path.srcdirfd, name);
 				err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
 			}
 			if (!err)
@@ -786,7 +823,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 		} while (preserve_again(&err));
 	if (!err) {
 		rc = identity_become(req, false);
-		if (rc == 0 && unlinkat(parent->fd, name, AT_REMOVEDIR) < 0)
+		if (rc == 0 && unlinkat(path.srcdirfd, name, AT_REMOVEDIR) < 0)
 			rc = -errno;
 		identity_restore();
 		err = -rc;
@@ -831,9 +868,9 @@ static int rename_prepare(struct rename_args *a)
 		rc = node_relpath(a->newparent, a->newname, &a->to);
 	if (rc < 0)
 		return -rc;
-	if (fstatat(a->parent->fd, a->name, &a->st_from, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(a->from.srcdirfd, a->name, &a->st_from, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno;
-	if (fstatat(a->newparent->fd, a->newname, &a->st_to, AT_SYMLINK_NOFOLLOW) == 0)
+	if (fstatat(a->to.srcdirfd, a->newname, &a->st_to, AT_SYMLINK_NOFOLLOW) == 0)
 		a->target_exists = true;
 	else if (errno != ENOENT)
 		return errno;
@@ -852,7 +889,7 @@ static int rename_prepare(struct rename_args *a)
 	if (!err && (a->flags & RENAME_EXCHANGE))
 		err = preserve_moving(&a->to, &a->st_to);
 	else if (!err && a->target_exists && S_ISDIR(a->st_to.st_mode)) {
-		rc = dir_is_empty(a->newparent->fd, a->newname);
+		rc = dir_is_empty(a->to.srcdirfd, a->newname);
 		if (rc < 0)
 			err = -rc;
 		else if (rc == 1)
@@ -898,7 +935,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		if (a.target_exists && !(flags & RENAME_EXCHANGE))
 			other_names_get(&a.to, &a.st_to, &other);
 		rc = identity_become(req, false);
-		if (rc == 0 && renameat2(a.parent->fd, name, a.newparent->fd, newname, flags) < 0)
+		if (rc == 0 && renameat2(a.from.srcdirfd, name, a.to.srcdirfd, newname, flags) < 0)
 			rc = -errno;
 		identity_restore();
 		err = -rc;
@@ -979,11 +1016,15 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 				err = preserve_path(ovs_preserve_name, &to, "link");
 		} while (preserve_again(&err));
 	if (!err) {
-		PROC_FD_PATH(proc, n->fd);
-		rc = identity_become(req, false);
-		if (rc == 0 && linkat(AT_FDCWD, proc, newparent->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+		int nfd = node_fd_get(n);
+
+		PROC_FD_PATH(proc, nfd);
+		rc = nfd < 0 ? nfd : identity_become(req, false);
+		if (rc == 0 && linkat(AT_FDCWD, proc, to.srcdirfd, newname, AT_SYMLINK_FOLLOW) < 0)
 			rc = -errno;
 		identity_restore();
+		if (nfd >= 0)
+			node_fd_put(n);
 		err = -rc;
 		if (err == EPERM)
 			eperm_evidence(n, "link", newname, false);
@@ -1074,14 +1115,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (trunc)
 		err = object_change_begin(n, false, &locked, "open with O_TRUNC");
 	if (!err) {
-		PROC_FD_PATH(proc, n->fd);
-		rc = identity_become(req, false);
+		int nfd = node_fd_get(n);
+
+		PROC_FD_PATH(proc, nfd);
+		rc = nfd < 0 ? nfd : identity_become(req, false);
 		if (rc == 0) {
 			fd = open(proc, open_flags(fi->flags));
 			if (fd < 0)
 				rc = -errno;
 		}
 		identity_restore();
+		if (nfd >= 0)
+			node_fd_put(n);
 		err = -rc;
 	}
 	if (trunc)
@@ -1114,7 +1159,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	if (!err) {
 		rc = identity_become(req, true);
 		if (rc == 0) {
-			fd = openat(parent->fd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW,
+			fd = openat(path.srcdirfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW,
 				    mode);
 			if (fd < 0)
 				rc = -errno;
@@ -1306,7 +1351,15 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	DIR *dp;
 	int fd;
 
-	fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = node_fd_get(n);
+	if (fd >= 0) {
+		int nfd = fd;
+
+		fd = openat(nfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		node_fd_put(n);
+	} else {
+		errno = -fd;
+	}
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
@@ -1464,8 +1517,11 @@ static ssize_t node_xattr(struct dnode *n, char op, const char *name, void *buf,
 {
 	char proc[64];
 	ssize_t rc;
+	int fd = node_fd_get(n);
 
-	PROC_FD_PATH(proc, n->fd);
+	if (fd < 0)
+		return fd;
+	PROC_FD_PATH(proc, fd);
 	switch (op) {
 	case 'g':
 		rc = getxattr(proc, name, buf, size);
@@ -1480,7 +1536,10 @@ static ssize_t node_xattr(struct dnode *n, char op, const char *name, void *buf,
 		rc = removexattr(proc, name);
 		break;
 	}
-	return rc < 0 ? -errno : rc;
+	if (rc < 0)
+		rc = -errno;
+	node_fd_put(n);
+	return rc;
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,

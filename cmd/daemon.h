@@ -14,6 +14,7 @@
 
 #define FUSE_USE_VERSION OVS_FUSE_USE_VERSION
 #include <fuse_lowlevel.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,31 +26,41 @@
 
 /*
  * One real object the kernel knows (keyed by st_dev/st_ino, like
- * libfuse's passthrough_hp).  The O_PATH fd keeps the inode alive, so its
- * number cannot be reused while the node exists.  parent/name is one
- * current name of the object (the engine wants its chain of names); a
- * node whose last known name was removed has name NULL and needs no
- * preservation any more: it is no longer part of the tree.
+ * libfuse's passthrough_hp).  It is identified by its file handle
+ * (name_to_handle_at), which includes the generation: an inode number
+ * reused for a new object gives another handle, so a lookup that finds
+ * the number with another handle drops the old node (daemon-nodes.c).
+ * Its O_PATH fd lives in a bounded cache (node_fd_get/node_fd_put), or
+ * stays pinned for the node's life: the root, an object removed from the
+ * tree, an object without a usable handle (and every object on a
+ * filesystem without handles).  parent/name is one current name of the
+ * object (the engine wants its chain of names); a node whose last known
+ * name was removed has name NULL and needs no preservation any more: it
+ * is no longer part of the tree.
  */
 struct dnode {
 	dev_t dev;
 	ino_t ino;
-	int fd;			/* O_PATH | O_NOFOLLOW */
-	mode_t type;		/* S_IFMT bits */
+	int pinned_fd;		/* O_PATH | O_NOFOLLOW, never evicted; or -1 */
+	int fd_slot;		/* its slot in the fd cache, or -1 (cache lock) */
 	uint64_t nlookup;	/* kernel references */
 	unsigned children;	/* nodes whose parent this is */
 	unsigned nopen;		/* open handles (files and directories) */
 	unsigned nwriters;	/* handles open for writing */
+	mode_t type;		/* S_IFMT bits */
 	/* A change of the name failed (no memory): parent/name are out of
 	 * date, and so are the chains of everything below; a preserve
 	 * through them fails with EIO until a later change names it again. */
 	bool name_lost;
+	unsigned char fh_bytes;	/* 0: no handle (the fd is pinned) */
+	int fh_type;
 	struct dnode *parent;
 	char *name;
 	/* Epoch of the layer in which this object was last found covered
 	 * (preserved): a later change in the same epoch needs nothing. */
 	uint64_t covered_epoch;
 	struct dnode *hnext;	/* hash chain */
+	unsigned char fh[];	/* the file handle's bytes */
 };
 
 /* An open file or directory. */
@@ -88,8 +99,10 @@ struct daemon {
 
 	/* the inode table */
 	pthread_mutex_t nodes_lock;
+	bool handles;			/* SRC's filesystem has usable file handles */
 	struct dnode **buckets;
 	size_t nbuckets, nnodes;
+	size_t node_bytes;		/* malloc'ed for nodes and names, chunk headers included */
 	struct dnode *root;
 	unsigned long open_handles;
 	uint64_t ns_seq;		/* bumped by every name change */
@@ -125,11 +138,23 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq);
 uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
+/*
+ * The node's O_PATH fd, referenced until node_fd_put(n): the fd cache
+ * never evicts a referenced fd.  A miss reopens it from the node's file
+ * handle.  Negative errno (and errno) on failure, ESTALE for an object
+ * that is gone.  The cache's lock is innermost: any lock may be held.
+ */
+int node_fd_get(struct dnode *n);
+void node_fd_put(struct dnode *n);
+/* For status: nodes, the bytes they take (names and the hash table
+ * included), fds held by the cache (pinned included), the cache's bound. */
+void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound);
 /* The node of an object already known, by identity, or NULL. */
 struct dnode *node_find(dev_t dev, ino_t ino);
 /* The chain of names of n (name NULL) or of the entry name of directory
  * n, from SRC's root (n == 0 for the root), with srcdirfd the fd of the
- * directory that holds the last name.  The names are the nodes' own (and
+ * directory that holds the last name, lent referenced (node_fd_get) until
+ * node_relpath_free().  The names are the nodes' own (and
  * name): valid while the caller holds change_lock, which every change of
  * a node's name holds too.  -ENOENT when the object has no known name any
  * more, -EIO when a name on the way is out of date (name_lost), -ENOMEM.
@@ -153,6 +178,10 @@ void node_open_count(struct dnode *n, bool writable, int delta);
 /* Inode numbers of nodes with a writable handle (malloc'ed). */
 size_t nodes_with_writers(fuse_ino_t **out);
 
+/* open_by_handle_at as the daemon (CAP_DAC_READ_SEARCH), whoever this
+ * thread acts for at the moment. */
+int identity_open_by_handle(int mount_fd, struct file_handle *fh, int flags);
+
 /* The caller's identity for a change to SRC (per thread: setfsuid,
  * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS), and
  * for a caller other than uid 0 no effective capability: rule 19). */
@@ -169,6 +198,19 @@ int identity_become_writer(fuse_req_t req, uid_t opener_uid, gid_t opener_gid,
 void identity_restore(void);
 /* Per-thread setup every thread that runs operations needs. */
 int identity_thread_init(void);
+
+/* ---- daemon-fdcache.c (used by daemon-nodes.c) ------------------------- */
+void fdcache_init(void);
+/* fd (an O_PATH fd of n's object, consumed) as n's cached fd, or its
+ * pinned one when n has no handle; closed when n has an fd already. */
+void fdcache_offer(struct dnode *n, int fd);
+/* n's object left the tree: keep its fd for good (opened from the handle
+ * if it is not cached and the object is still in memory). */
+void fdcache_pin(struct dnode *n);
+/* n is being freed: close its fd. */
+void fdcache_forget(struct dnode *n);
+/* node_fd_put() by the fd number node_fd_get() returned (pinned: no-op). */
+void node_fd_put_fd(int fd);
 
 /* ---- daemon-ops.c ------------------------------------------------------ */
 extern const struct fuse_lowlevel_ops daemon_ops;

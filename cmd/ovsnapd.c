@@ -345,10 +345,12 @@ static void usage(FILE *out)
 }
 
 /*
- * Like passthrough_hp, the daemon holds an O_PATH fd for every inode the
- * kernel remembers: one per file of a large tree.  Inheriting the
- * caller's limit (1024 in a login shell) made creates fail with EMFILE
- * after a thousand files.  Raise it as far as the system allows.
+ * On a filesystem without file handles the daemon holds an O_PATH fd for
+ * every inode the kernel remembers, like passthrough_hp: one per file of
+ * a large tree.  Inheriting the caller's limit (1024 in a login shell)
+ * made creates fail with EMFILE after a thousand files.  Raise it as far
+ * as the system allows (with handles, it sizes the fd cache and leaves
+ * room for open files).
  */
 static void raise_nofile_limit(void)
 {
@@ -372,8 +374,8 @@ static void raise_nofile_limit(void)
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);
 	if (nr_open > rl.rlim_cur)
-		dlog(LOG_WARNING, "open file limit %llu, below fs.nr_open (%lu): the kernel "
-		     "can cache only about that many inodes of the tree at once",
+		dlog(LOG_WARNING, "open file limit %llu, below fs.nr_open (%lu): without file "
+		     "handles the kernel can cache only about that many inodes of the tree",
 		     (unsigned long long)rl.rlim_cur, nr_open);
 }
 

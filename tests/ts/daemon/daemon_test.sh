@@ -213,13 +213,21 @@ test_many_inodes_with_a_low_caller_fd_limit() {
 	assertEquals "a take afterwards: $(ovs_ran)" 0 "$OVS_RC"
 }
 
-# At its fd limit the daemon cannot take one more inode: the caller sees
-# EMFILE, the log says why once, and the daemon recovers as soon as the
-# kernel forgets inodes.  prlimit, because root may raise its own limit
-# again where it has CAP_SYS_RESOURCE.
+# Without file handles (a filesystem that has none; forced here with
+# OVSNAPD_TEST_NO_HANDLES) the daemon holds an fd per cached inode: at its
+# fd limit it cannot take one more inode: the caller sees EMFILE, the log
+# says why once, and the daemon recovers as soon as the kernel forgets
+# inodes.  prlimit, because root may raise its own limit again where it
+# has CAP_SYS_RESOURCE.  (With handles, tests/ts/scale/handles_test.sh.)
 test_fd_limit_is_logged_once_and_recovers() {
 	local pid log failed=0 i ok=no
 
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run env OVSNAPD_TEST_NO_HANDLES=1 "$OVSNAP" activate "$SRC"
+	assertEquals "activate without handles: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "the log says handles are off" "$(cat "$OVSNAP_RUN_DIR"/*.log)" \
+		"file handles: off"
 	pid=$(daemon_pid)
 	assertNotNull "the daemon's pid" "$pid" || return
 	prlimit --pid "$pid" --nofile=300:300 || fail "prlimit"
