@@ -534,9 +534,10 @@ static int apply_change(struct restore *r, const struct change *c)
 	if (!in_snap)
 		return live_remove(r, c->path);
 	if (rc == 0 && (st.st_mode & S_IFMT) == (e.st.st_mode & S_IFMT) && c->kind == OVS_DIFF_MODIFIED) {
-		/* in place, unless the hard links differ */
-		if (S_ISREG(st.st_mode) && (c->fields & OVS_DIFF_CONTENT)) {
-			if (st.st_nlink == 1 && e.st.st_nlink == 1)
+		/* in place, unless the hard links differ; a symlink's target
+		 * and a device's numbers cannot change in place */
+		if (c->fields & OVS_DIFF_CONTENT) {
+			if (S_ISREG(st.st_mode) && st.st_nlink == 1 && e.st.st_nlink == 1)
 				rc = copy_data(r, &e, c->path, c->path);
 			else
 				goto replace;
