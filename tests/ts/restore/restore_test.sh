@@ -5,10 +5,10 @@
 # before it; file data is a clone on XFS; rollback takes a snapshot first,
 # refuses while files are open for writing, and a run killed halfway is
 # finished by running it again; bad input gets one line and changes
-# nothing.  On XFS and ext4.
+# nothing.  On XFS, ext4 and btrfs.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
-ovs_require_fs xfs ext4
+ovs_require_fs xfs ext4 btrfs
 ovs_require_cmd setfattr python3 filefrag
 
 MANIFEST=$OVSNAP_TOOLS/tools/ovs-manifest
@@ -108,6 +108,10 @@ test_restore_files_dirs_symlinks_hardlinks_absent_ext4() {
 	restore_paths_body ext4
 }
 
+test_restore_files_dirs_symlinks_hardlinks_absent_btrfs() {
+	restore_paths_body btrfs
+}
+
 test_restore_to_dest_and_clone_on_xfs() {
 	local before after
 
@@ -184,6 +188,10 @@ test_rollback_xfs() {
 
 test_rollback_ext4() {
 	rollback_body ext4
+}
+
+test_rollback_btrfs() {
+	rollback_body btrfs
 }
 
 test_rollback_refuses_writers_unless_force() {
