@@ -61,6 +61,9 @@ struct restore {
 	size_t nchanges, capchanges;
 	struct hardlink *links;
 	size_t nlinks;
+	struct hardlink *layer_links;	/* names of linked files in the layers */
+	size_t nlayer_links;
+	bool layer_links_read;
 	char **dirs;			/* directories whose times come last */
 	size_t ndirs, capdirs;
 	struct restore_stats *stats;
@@ -455,6 +458,131 @@ static int note_link(struct restore *r, const struct ovs_rentry *e, const char *
 	return 0;
 }
 
+/* ---- hard links with names the restore does not touch ------------------- */
+
+static int add_layer_link(struct restore *r, const struct stat *st, const char *path)
+{
+	struct hardlink *l = realloc(r->layer_links, (r->nlayer_links + 1) * sizeof(*l));
+
+	if (!l)
+		return ovs_err(ENOMEM, "out of memory");
+	r->layer_links = l;
+	l[r->nlayer_links].dev = st->st_dev;
+	l[r->nlayer_links].ino = st->st_ino;
+	l[r->nlayer_links].path = strdup(path);
+	if (!l[r->nlayer_links].path)
+		return ovs_err(ENOMEM, "out of memory");
+	r->nlayer_links++;
+	return 0;
+}
+
+/* Every multiply-linked file of the layer directory dirfd (at path). */
+static int read_layer_links(struct restore *r, int dirfd, const char *path)
+{
+	struct dirent *de;
+	int fd, rc = 0;
+	DIR *d;
+
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "read a layer at %s", *path ? path : ".");
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return ovs_err(errno, "read a layer at %s", *path ? path : ".");
+	}
+	while (rc == 0 && (de = readdir(d))) {
+		struct stat st;
+		char *child;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && st.st_nlink > 1))
+			continue;
+		if (asprintf(&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0) {
+			rc = ovs_err(ENOMEM, "out of memory");
+			break;
+		}
+		if (S_ISREG(st.st_mode)) {
+			rc = add_layer_link(r, &st, child);
+		} else {
+			int sub = openat(dirfd, de->d_name,
+					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				rc = read_layer_links(r, sub, child);
+				close(sub);
+			}
+		}
+		free(child);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Diff order: component by component (as lib/diff.c sorts). */
+static int path_cmp(const char *x, const char *y)
+{
+	for (;; x++, y++) {
+		int cx = *x == '/' ? 1 : *x ? (unsigned char)*x + 2 : 0;
+		int cy = *y == '/' ? 1 : *y ? (unsigned char)*y + 2 : 0;
+
+		if (cx != cy || !cx)
+			return cx - cy;
+	}
+}
+
+static bool differs(const struct restore *r, const char *path)
+{
+	size_t lo = 0, hi = r->nchanges;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = path_cmp(path, r->changes[mid].path);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return false;
+}
+
+/*
+ * A live name that is, unchanged, another name of the snapshot's
+ * hard-linked file e: the layers keep every name of a file together
+ * (DESIGN.md rule 6), so they are found there.  NULL when there is none.
+ */
+static const char *unchanged_link(struct restore *r, const struct ovs_rentry *e,
+				  const char *path)
+{
+	if (!r->layer_links_read) {
+		r->layer_links_read = true;
+		for (size_t i = 0; i < r->nfds; i++)
+			if (read_layer_links(r, r->fds[i], "") < 0)
+				return NULL;
+	}
+	for (size_t i = 0; i < r->nlayer_links; i++) {
+		const struct hardlink *l = &r->layer_links[i];
+		struct ovs_rentry q;
+		struct stat st;
+
+		if (l->dev != e->st.st_dev || l->ino != e->st.st_ino || strcmp(l->path, path) == 0)
+			continue;
+		if (snap_lookup(r, l->path, &q) <= 0 || q.st.st_dev != e->st.st_dev ||
+		    q.st.st_ino != e->st.st_ino)
+			continue;
+		if (differs(r, l->path) || live_lstat(r, l->path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		return l->path;
+	}
+	return NULL;
+}
+
 /* Make the snapshot's object e at path, where the live tree has nothing. */
 static int make_object(struct restore *r, const struct ovs_rentry *e, const char *spath,
 		       const char *path)
@@ -465,6 +593,9 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 	switch (type) {
 	case S_IFREG: {
 		const char *first = e->st.st_nlink > 1 ? restored_link(r, e) : NULL;
+
+		if (!first && e->st.st_nlink > 1 && !r->to_dest)
+			first = unchanged_link(r, e, path);
 
 		if (first) {
 			if (linkat(r->livefd, first, r->livefd, path, 0) < 0)
@@ -642,6 +773,7 @@ static bool in_scope(const char *path, const char *const *paths, size_t n)
 
 static int run(struct restore *r, uint64_t snap, const char *const *paths, size_t n)
 {
+	struct ovs_progress prog = { .what = r->cmd };
 	const char *removed = NULL;
 	int rc;
 
@@ -659,6 +791,7 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 	for (size_t i = 0; rc == 0 && i < r->nchanges; i++) {
 		const struct change *c = &r->changes[i];
 
+		ovs_progress_show(&prog, i, r->nchanges);
 		if (!in_scope(c->path, paths, n))
 			continue;
 		/* removed with a directory above it */
@@ -682,6 +815,7 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 		}
 		restore_step();
 	}
+	ovs_progress_end(&prog);
 	/* directory times last, deepest first: a directory's own time does
 	 * not change its parent's */
 	for (size_t i = r->ndirs; rc == 0 && i > 0; i--) {
@@ -711,6 +845,9 @@ static void restore_free(struct restore *r)
 	for (size_t i = 0; i < r->nlinks; i++)
 		free(r->links[i].path);
 	free(r->links);
+	for (size_t i = 0; i < r->nlayer_links; i++)
+		free(r->layer_links[i].path);
+	free(r->layer_links);
 	for (size_t i = 0; i < r->ndirs; i++)
 		free(r->dirs[i]);
 	free(r->dirs);

@@ -29,6 +29,8 @@ make_volume() {	# make_volume FSTYPE
 	echo dfile >"$SRC/d/file"
 	echo hl >"$SRC/h1"
 	ln "$SRC/h1" "$SRC/h2"
+	echo g >"$SRC/g1"
+	ln "$SRC/g1" "$SRC/g2"
 	ln -s f "$SRC/sym"
 	mkfifo "$SRC/fifo"
 	echo x >"$SRC/xa"
@@ -54,6 +56,7 @@ change_all() {
 	rm "$SRC/d/n7"
 	echo new >"$SRC/d/added"
 	echo more >>"$SRC/h1"
+	rm "$SRC/g2"	# g1 stays as it was: g2 comes back linked to it
 	ln -sfn d "$SRC/sym"
 	rm "$SRC/fifo" && mkdir "$SRC/fifo"
 	setfattr -n user.k -v v2 "$SRC/xa"
@@ -86,7 +89,7 @@ restore_paths_body() {
 	manifest >"$OVS_TMP/now"
 	assertEquals "d/sub has its times back" "$(lines_of "$M/1.manifest" d/sub | head -1)" \
 		"$(lines_of "$OVS_TMP/now" d/sub | head -1)"
-	ovs_run "$OVSNAP" restore "$SRC" 1 f d h1 h2 sym fifo "$SRC/xa" newdir
+	ovs_run "$OVSNAP" restore "$SRC" 1 f d h1 h2 g2 sym fifo "$SRC/xa" newdir
 	assertEquals "restore: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "restore prints nothing on stdout" "" "$OVS_OUT"
 	# every restored path equals snapshot 1, directory times included;
