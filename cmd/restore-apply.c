@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,18 @@ static int daemon_clone_into(struct restore *r, const char *path, int fd)
 
 /* ---- small helpers -------------------------------------------------------- */
 
+/* ovs_err() with ": strerror(err)" after the message. */
+static int __attribute__((format(printf, 2, 3))) fail(int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ovs_err(err, "%s: %s", msg, strerror(err));
+}
+
 /* A path for the *at() calls on livefd. */
 static const char *at(const char *path)
 {
@@ -235,22 +248,22 @@ static int live_remove(struct restore *r, const char *path)
 	DIR *d;
 	int fd, rc = live_lstat(r, path, &st);
 
-	if (rc == -ENOENT)
-		return 0;
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;	/* a parent is no directory (any more) */
 	if (rc < 0)
-		return ovs_err(-rc, "%s", path);
+		return fail(-rc, "%s", path);
 	if (!S_ISDIR(st.st_mode)) {
 		if (unlinkat(r->livefd, path, 0) < 0 && errno != ENOENT)
-			return ovs_err(errno, "remove %s", path);
+			return fail(errno, "remove %s", path);
 		return 0;
 	}
 	fd = openat(r->livefd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return ovs_err(errno, "open %s", path);
+		return fail(errno, "open %s", path);
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return ovs_err(errno, "read %s", path);
+		return fail(errno, "read %s", path);
 	}
 	rc = 0;
 	while (rc == 0 && (errno = 0, de = readdir(d))) {
@@ -266,10 +279,10 @@ static int live_remove(struct restore *r, const char *path)
 		}
 	}
 	if (rc == 0 && errno)
-		rc = ovs_err(errno, "read %s", path);
+		rc = fail(errno, "read %s", path);
 	closedir(d);
 	if (rc == 0 && unlinkat(r->livefd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		rc = ovs_err(errno, "remove %s", path);
+		rc = fail(errno, "remove %s", path);
 	return rc;
 }
 
@@ -316,7 +329,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 	sn = list_xattrs(sproc, &slist);
 	ln = sn < 0 ? 0 : list_xattrs(lproc, &llist);
 	if (sn < 0 || ln < 0) {
-		rc = ovs_err(sn < 0 ? -sn : -ln, "xattrs of %s", path);
+		rc = fail(sn < 0 ? -sn : -ln, "xattrs of %s", path);
 		goto out;
 	}
 	/* names the snapshot lacks go */
@@ -328,7 +341,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 		for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1)
 			keep |= strcmp(p, q) == 0;
 		if (!keep && lremovexattr(lproc, p) < 0 && errno != ENODATA) {
-			rc = ovs_err(errno, "remove xattr %s of %s", p, path);
+			rc = fail(errno, "remove xattr %s of %s", p, path);
 			goto out;
 		}
 	}
@@ -340,7 +353,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 			continue;
 		vn = lgetxattr(sproc, q, NULL, 0);
 		if (vn < 0) {
-			rc = ovs_err(errno, "xattr %s of %s in the snapshot", q, path);
+			rc = fail(errno, "xattr %s of %s in the snapshot", q, path);
 			goto out;
 		}
 		val = malloc(vn + 1);
@@ -350,7 +363,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 		}
 		vn = lgetxattr(sproc, q, val, vn);
 		if (vn < 0 || lsetxattr(lproc, q, val, vn, 0) < 0)
-			rc = ovs_err(errno, "set xattr %s of %s", q, path);
+			rc = fail(errno, "set xattr %s of %s", q, path);
 		free(val);
 		if (rc < 0)
 			goto out;
@@ -366,7 +379,7 @@ static int set_times(struct restore *r, const char *path, const struct stat *st)
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
 	if (utimensat(r->livefd, at(path), ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return ovs_err(errno, "set the times of %s", path);
+		return fail(errno, "set the times of %s", path);
 	return 0;
 }
 
@@ -386,9 +399,9 @@ static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const ch
 	if (rc < 0)
 		return rc;
 	if (fchownat(r->livefd, at(path), e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return ovs_err(errno, "chown %s", path);
+		return fail(errno, "chown %s", path);
 	if (!S_ISLNK(e->st.st_mode) && fchmodat(r->livefd, at(path), e->st.st_mode & 07777, 0) < 0)
-		return ovs_err(errno, "chmod %s", path);
+		return fail(errno, "chmod %s", path);
 	if (S_ISDIR(e->st.st_mode))
 		return r->to_dest ? 0 : note_dir(r, path);
 	return set_times(r, path, &e->st);
@@ -409,7 +422,7 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 	fd = openat(sdirfd, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 	close(sdirfd);
 	if (fd < 0)
-		return ovs_err(errno, "open %s in the snapshot", spath);
+		return fail(errno, "open %s in the snapshot", spath);
 	/* --to writes straight to DEST (a clone where it is on the same
 	 * filesystem); a live file changes only through the daemon */
 	rc = r->to_dest ? -ENAMETOOLONG : daemon_clone_into(r, path, fd);
@@ -485,11 +498,11 @@ static int read_layer_links(struct restore *r, int dirfd, const char *path)
 
 	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return ovs_err(errno, "read a layer at %s", *path ? path : ".");
+		return fail(errno, "read a layer at %s", *path ? path : ".");
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return ovs_err(errno, "read a layer at %s", *path ? path : ".");
+		return fail(errno, "read a layer at %s", *path ? path : ".");
 	}
 	while (rc == 0 && (de = readdir(d))) {
 		struct stat st;
@@ -599,13 +612,13 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 
 		if (first) {
 			if (linkat(r->livefd, first, r->livefd, path, 0) < 0)
-				return ovs_err(errno, "link %s to %s", path, first);
+				return fail(errno, "link %s to %s", path, first);
 			return 0;
 		}
 		fd = openat(r->livefd, path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
 			    0600);
 		if (fd < 0)
-			return ovs_err(errno, "create %s", path);
+			return fail(errno, "create %s", path);
 		close(fd);
 		rc = copy_data(r, e, spath, path);
 		if (rc == 0 && e->st.st_nlink > 1)
@@ -614,7 +627,7 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 	}
 	case S_IFDIR:
 		if (mkdirat(r->livefd, path, 0700) < 0)
-			return ovs_err(errno, "mkdir %s", path);
+			return fail(errno, "mkdir %s", path);
 		rc = 0;
 		break;
 	case S_IFLNK: {
@@ -631,18 +644,18 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 		close(sdirfd);
 		if (n < 0 || n > e->st.st_size) {
 			free(target);
-			return ovs_err(target ? errno : ENOMEM, "read the symlink %s", path);
+			return fail(target ? errno : ENOMEM, "read the symlink %s", path);
 		}
 		target[n] = '\0';
 		rc = symlinkat(target, r->livefd, path) < 0 ? -errno : 0;
 		free(target);
 		if (rc < 0)
-			return ovs_err(-rc, "symlink %s", path);
+			return fail(-rc, "symlink %s", path);
 		break;
 	}
 	default:
 		if (mknodat(r->livefd, path, e->st.st_mode & (S_IFMT | 0600), e->st.st_rdev) < 0)
-			return ovs_err(errno, "mknod %s", path);
+			return fail(errno, "mknod %s", path);
 		rc = 0;
 	}
 	return rc < 0 ? rc : copy_metadata(r, e, spath, path);
@@ -661,7 +674,7 @@ static int apply_change(struct restore *r, const struct change *c)
 		return ovs_err_keep(-in_snap, "%s in the snapshot", c->path);
 	rc = live_lstat(r, c->path, &st);
 	if (rc < 0 && rc != -ENOENT && rc != -ENOTDIR)
-		return ovs_err(-rc, "%s", c->path);
+		return fail(-rc, "%s", c->path);
 	if (!in_snap)
 		return live_remove(r, c->path);
 	if (rc == 0 && (st.st_mode & S_IFMT) == (e.st.st_mode & S_IFMT) && c->kind == OVS_DIFF_MODIFIED) {
@@ -779,7 +792,7 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 
 	r->livefd = open(r->src, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (r->livefd < 0)
-		return ovs_err(errno, "open %s", r->src);
+		return fail(errno, "open %s", r->src);
 	r->srcfd = ovs_open_real_source(r->src);
 	if (r->srcfd < 0)
 		return r->srcfd;

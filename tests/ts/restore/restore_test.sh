@@ -285,4 +285,63 @@ test_killed_rollback_and_restore_finish_when_run_again() {
 	ovs_oracle_check "$SRC" "$M"
 }
 
+# The consistency oracle (DESIGN.md section 6) extended: a seeded random
+# workload with takes, then a restore of random top-level paths from a
+# random snapshot (those paths equal its manifest), then a rollback to
+# another (the whole tree equals its manifest, the pre-rollback snapshot
+# the state just before, every snapshot its own manifest).
+oracle_body() {	# oracle_body FSTYPE SEED
+	local fstype=$1 seed=${OVS_RESTORE_SEED:-$2} id k j paths=() pre
+
+	ovs_mkfs "$fstype" 1G || return
+	SRC=$OVS_MNT/src
+	M=$OVS_TMP/manifests
+	mkdir -p "$SRC" "$M"
+	RANDOM=$seed
+	ovs_run "$OVS_WORKLOAD" --seed "$((seed + 1000))" --ops 300 "$SRC"
+	assertEquals "initial tree: $(ovs_ran)" 0 "$OVS_RC" || return
+	manifest >"$M/first"
+	id=$("$OVSNAP" take "$SRC") || { fail "take 1"; return; }
+	mv "$M/first" "$M/$id.manifest"
+	ovs_run "$OVS_WORKLOAD" --seed "$seed" --ops 600 --takes 3 \
+		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$M" "$SRC"
+	assertEquals "workload (seed $seed): $(ovs_ran | tail -3)" 0 "$OVS_RC" || return
+	# restore: 4 random top-level names of snapshot k or of the live tree
+	k=$((RANDOM % 3 + 2))
+	manifest >"$OVS_TMP/now"
+	mapfile -t paths < <(cat "$M/$k.manifest" "$OVS_TMP/now" | cut -d' ' -f1 | grep -v '^\.$' |
+		cut -d/ -f1 | sort -u | shuf --random-source=<(yes "$seed") -n 4)
+	ovs_run "$OVSNAP" restore "$SRC" "$k" "${paths[@]}"
+	assertEquals "seed $seed: restore from $k of ${paths[*]}: $(ovs_ran)" 0 "$OVS_RC"
+	manifest >"$OVS_TMP/now"
+	# hard links with names outside the restored paths are not compared
+	ovs_run diff <(lines_of "$M/$k.manifest" "${paths[@]}" | sed 's/ hardlink=[^ ]*//') \
+		<(lines_of "$OVS_TMP/now" "${paths[@]}" | sed 's/ hardlink=[^ ]*//')
+	assertEquals "seed $seed: restored ${paths[*]} equal snapshot $k:
+$(printf '%s\n' "$OVS_OUT" | head -20)" 0 "$OVS_RC"
+	# rollback to another snapshot
+	j=$((RANDOM % 4 + 1))
+	manifest >"$OVS_TMP/before"
+	ovs_run "$OVSNAP" rollback "$SRC" "$j"
+	assertEquals "seed $seed: rollback to $j: $(ovs_ran)" 0 "$OVS_RC"
+	pre=$OVS_OUT
+	mv "$OVS_TMP/before" "$M/$pre.manifest"
+	ovs_run diff "$M/$j.manifest" <(manifest)
+	assertEquals "seed $seed: live tree equals snapshot $j after rollback:
+$(printf '%s\n' "$OVS_OUT" | head -20)" 0 "$OVS_RC"
+	OVS_ORACLE_WHAT="seed $seed" ovs_oracle_check "$SRC" "$M"
+}
+
+test_oracle_workload_restore_rollback_xfs() {
+	oracle_body xfs 11
+}
+
+test_oracle_workload_restore_rollback_ext4() {
+	oracle_body ext4 12
+}
+
+test_oracle_workload_restore_rollback_btrfs() {
+	oracle_body btrfs 13
+}
+
 . "$SHUNIT2"
