@@ -290,6 +290,8 @@ test_killed_rollback_and_restore_finish_when_run_again() {
 # random snapshot (those paths equal its manifest), then a rollback to
 # another (the whole tree equals its manifest, the pre-rollback snapshot
 # the state just before, every snapshot its own manifest).
+# OVS_RESTORE_SEED=N picks another seed, OVS_RESTORE_EXTENDED=1 runs
+# ovs-workload --extended.
 oracle_body() {	# oracle_body FSTYPE SEED
 	local fstype=$1 seed=${OVS_RESTORE_SEED:-$2} id k j paths=() pre
 
@@ -303,7 +305,7 @@ oracle_body() {	# oracle_body FSTYPE SEED
 	manifest >"$M/first"
 	id=$("$OVSNAP" take "$SRC") || { fail "take 1"; return; }
 	mv "$M/first" "$M/$id.manifest"
-	ovs_run "$OVS_WORKLOAD" --seed "$seed" --ops 600 --takes 3 \
+	ovs_run "$OVS_WORKLOAD" ${OVS_RESTORE_EXTENDED:+--extended} --seed "$seed" --ops 600 --takes 3 \
 		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$M" "$SRC"
 	assertEquals "workload (seed $seed): $(ovs_ran | tail -3)" 0 "$OVS_RC" || return
 	# restore: 4 random top-level names of snapshot k or of the live tree
