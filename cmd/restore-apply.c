@@ -286,10 +286,24 @@ static int live_remove(struct restore *r, const char *path)
 	return rc;
 }
 
-/* Layer metadata, not the user's: never copied back. */
-static bool layer_xattr(const char *name)
+#define OVERLAY_XATTR "trusted.overlay."
+#define ESCAPED_XATTR "trusted.overlay.overlay."
+
+/*
+ * The user's name of the xattr name of a snapshot object, in buf; NULL
+ * for layer metadata.  In a layer, the user's trusted.overlay.X is
+ * escaped as trusted.overlay.overlay.X (DESIGN.md rule 14) and every
+ * other trusted.overlay.* name is the layer's own; in SRC itself all
+ * names are the user's.
+ */
+static const char *user_xattr(const char *name, bool in_layer, char *buf, size_t len)
 {
-	return strncmp(name, "trusted.overlay.", 16) == 0;
+	if (!in_layer || strncmp(name, OVERLAY_XATTR, strlen(OVERLAY_XATTR)) != 0)
+		return name;
+	if (strncmp(name, ESCAPED_XATTR, strlen(ESCAPED_XATTR)) != 0)
+		return NULL;
+	snprintf(buf, len, "%s%s", OVERLAY_XATTR, name + strlen(ESCAPED_XATTR));
+	return buf;
 }
 
 static ssize_t list_xattrs(const char *proc, char **out)
@@ -315,9 +329,11 @@ static ssize_t list_xattrs(const char *proc, char **out)
 }
 
 /* The live object's xattrs become the snapshot's (ACLs included). */
-static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const char *path)
+static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in_layer,
+		       const char *path)
 {
 	char sproc[PATH_MAX], lproc[PATH_MAX], *slist = NULL, *llist = NULL;
+	char ubuf[XATTR_NAME_MAX + 1];
 	ssize_t sn, ln;
 	int rc = 0;
 
@@ -336,20 +352,22 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 	for (char *p = llist; p && p < llist + ln; p += strlen(p) + 1) {
 		bool keep = false;
 
-		if (layer_xattr(p))
-			continue;
-		for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1)
-			keep |= strcmp(p, q) == 0;
+		for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1) {
+			const char *u = user_xattr(q, in_layer, ubuf, sizeof(ubuf));
+
+			keep |= u && strcmp(p, u) == 0;
+		}
 		if (!keep && lremovexattr(lproc, p) < 0 && errno != ENODATA) {
 			rc = fail(errno, "remove xattr %s of %s", p, path);
 			goto out;
 		}
 	}
 	for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1) {
+		const char *u = user_xattr(q, in_layer, ubuf, sizeof(ubuf));
 		ssize_t vn;
 		char *val;
 
-		if (layer_xattr(q))
+		if (!u)
 			continue;
 		vn = lgetxattr(sproc, q, NULL, 0);
 		if (vn < 0) {
@@ -362,8 +380,8 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, const c
 			goto out;
 		}
 		vn = lgetxattr(sproc, q, val, vn);
-		if (vn < 0 || lsetxattr(lproc, q, val, vn, 0) < 0)
-			rc = fail(errno, "set xattr %s of %s", q, path);
+		if (vn < 0 || lsetxattr(lproc, u, val, vn, 0) < 0)
+			rc = fail(errno, "set xattr %s of %s", u, path);
 		free(val);
 		if (rc < 0)
 			goto out;
@@ -394,7 +412,7 @@ static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const ch
 	sdirfd = snap_parent(r, e, spath, &sname);
 	if (sdirfd < 0)
 		return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
-	rc = copy_xattrs(r, sdirfd, sname, path);
+	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, path);
 	close(sdirfd);
 	if (rc < 0)
 		return rc;
