@@ -253,29 +253,38 @@ test_bad_input_changes_nothing() {
 	assertEquals "inactive: nothing changed" "$out" "$("$MANIFEST" "$SRC")"
 }
 
-# SIGKILL halfway (after a few changes, by a test hook): running the same
-# command again finishes it, with no second pre-rollback snapshot, and no
-# snapshot changes.
+# SIGKILL at several steps (a test hook counts the changes): running the
+# same command again finishes it, with no second pre-rollback snapshot,
+# and no snapshot changes.
 test_killed_rollback_and_restore_finish_when_run_again() {
+	local k pre n=1
+
 	make_volume xfs || return
-	change_all
-	manifest >"$M/2.manifest"
-	ovs_run env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_KILL_AFTER=4 \
-		"$OVSNAP" rollback "$SRC" 1
-	assertEquals "rollback killed: $(ovs_ran)" 137 "$OVS_RC"
-	assertEquals "the pre snapshot was printed" 2 "$OVS_OUT"
-	assertTrue "halfway: the tree is neither state" \
-		"! manifest | cmp -s - '$M/1.manifest' && ! manifest | cmp -s - '$M/2.manifest'"
-	ovs_run "$OVSNAP" rollback "$SRC" 2
-	assertNotEquals "another rollback while one is pending" 0 "$OVS_RC"
-	assertContains "says which" "$OVS_ERR" "interrupted rollback to snapshot 1"
-	ovs_run "$OVSNAP" rollback "$SRC" 1
-	assertEquals "rollback again: $(ovs_ran)" 0 "$OVS_RC"
-	assertEquals "no new snapshot printed" "" "$OVS_OUT"
-	assertContains "says it finishes" "$OVS_ERR" "finishing"
-	assertEquals "still two snapshots" 2 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
-	ovs_run diff "$M/1.manifest" <(manifest)
-	assertEquals "live tree equals snapshot 1: $OVS_OUT" 0 "$OVS_RC"
+	for k in 0 1 4 9 13; do	# a rollback here makes 15 changes
+		change_all
+		manifest >"$OVS_TMP/before"
+		ovs_run env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_KILL_AFTER=$k \
+			"$OVSNAP" rollback "$SRC" 1
+		assertEquals "rollback killed after $k: $(ovs_ran)" 137 "$OVS_RC"
+		n=$((n + 1))
+		pre=$OVS_OUT
+		assertEquals "killed after $k: the pre snapshot was printed" "$n" "$pre"
+		mv "$OVS_TMP/before" "$M/$pre.manifest"
+		if [ "$k" -gt 0 ]; then
+			assertFalse "killed after $k: the tree is not snapshot 1 yet" \
+				"manifest | cmp -s - '$M/1.manifest'"
+		fi
+		ovs_run "$OVSNAP" rollback "$SRC" "$pre"
+		assertNotEquals "another rollback while one is pending" 0 "$OVS_RC"
+		assertContains "says which" "$OVS_ERR" "interrupted rollback to snapshot 1"
+		ovs_run "$OVSNAP" rollback "$SRC" 1
+		assertEquals "killed after $k: rollback again: $(ovs_ran)" 0 "$OVS_RC"
+		assertEquals "killed after $k: no new snapshot printed" "" "$OVS_OUT"
+		assertContains "killed after $k: says it finishes" "$OVS_ERR" "finishing"
+		assertEquals "killed after $k: snapshots" "$n" "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+		ovs_run diff "$M/1.manifest" <(manifest)
+		assertEquals "killed after $k: live tree equals snapshot 1: $OVS_OUT" 0 "$OVS_RC"
+	done
 
 	# restore: killed, then run again
 	change_all
@@ -288,6 +297,7 @@ test_killed_rollback_and_restore_finish_when_run_again() {
 	ovs_run diff <(lines_of "$M/1.manifest" f d sym xa newdir) \
 		<(lines_of "$OVS_TMP/now" f d sym xa newdir)
 	assertEquals "restored paths equal snapshot 1: $OVS_OUT" 0 "$OVS_RC"
+	# every pre-rollback snapshot shows the state before its rollback
 	ovs_oracle_check "$SRC" "$M"
 }
 
