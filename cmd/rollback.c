@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 #include "restore.h"
 
 #define ROLLBACK_MARK "trusted.ovsnap.rollback"
@@ -118,6 +119,13 @@ static int run_rollback(struct ovs_volume *v, const char *ref)
 	status = restore_check_active("rollback", v);
 	if (status != EXIT_OK)
 		return status;
+	/* what the restore needs, before the snapshot and the mark */
+	rc = ovs_open_real_source(src);
+	if (rc < 0) {
+		ovs_error_lib(rc, "rollback %s", src);
+		return EXIT_FAIL;
+	}
+	close(rc);
 	snap = s->id;
 	rc = mark_read(v, &msnap, &pre);
 	if (rc < 0) {
