@@ -441,11 +441,17 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 	close(sdirfd);
 	if (fd < 0)
 		return fail(errno, "open %s in the snapshot", spath);
-	/* --to writes straight to DEST (a clone where it is on the same
-	 * filesystem); a live file changes only through the daemon */
-	rc = r->to_dest ? -ENAMETOOLONG : daemon_clone_into(r, path, fd);
+	/*
+	 * --to writes straight to DEST (a clone where it is on the same
+	 * filesystem).  A live file changes only through the daemon: it
+	 * clones where the filesystem can.  Where it cannot, the data is
+	 * copied through the mount in ordinary writes instead: one request
+	 * copying gigabytes would hold up takes (DESIGN.md rule 13).
+	 */
+	rc = r->to_dest || !ovs_volume_can_clone(r->v) ? -ENAMETOOLONG :
+							 daemon_clone_into(r, path, fd);
 	if (rc == -ENAMETOOLONG) {
-		/* too long for one control message: copy through the mount */
+		/* or too long for one control message */
 		lfd = openat(r->livefd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		rc = lfd < 0 ? -errno : ovs_clone_data(lfd, fd, &cloned);
 		if (lfd >= 0)
