@@ -663,12 +663,16 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 		sdirfd = snap_parent(r, e, spath, &sname);
 		if (sdirfd < 0)
 			return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
+		int err = ENOMEM;
+
 		target = malloc(e->st.st_size + 1);
 		n = target ? readlinkat(sdirfd, sname, target, e->st.st_size + 1) : -1;
+		if (target)
+			err = n < 0 ? errno : EAGAIN;	/* EAGAIN: it changed */
 		close(sdirfd);
 		if (n < 0 || n > e->st.st_size) {
 			free(target);
-			return fail(target ? errno : ENOMEM, "read the symlink %s", path);
+			return fail(err, "read the symlink %s", spath);
 		}
 		target[n] = '\0';
 		rc = symlinkat(target, r->livefd, path) < 0 ? -errno : 0;
