@@ -657,14 +657,12 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 	case S_IFLNK: {
 		const char *sname;
 		char *target;
-		int sdirfd;
+		int sdirfd, err = ENOMEM;
 		ssize_t n;
 
 		sdirfd = snap_parent(r, e, spath, &sname);
 		if (sdirfd < 0)
 			return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
-		int err = ENOMEM;
-
 		target = malloc(e->st.st_size + 1);
 		n = target ? readlinkat(sdirfd, sname, target, e->st.st_size + 1) : -1;
 		if (target)
