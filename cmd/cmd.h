@@ -229,6 +229,8 @@ int cmd_activate(int argc, const char **argv);
 int cmd_deactivate(int argc, const char **argv);
 int cmd_status(int argc, const char **argv);
 int cmd_diff(int argc, const char **argv);
+int cmd_restore(int argc, const char **argv);
+int cmd_rollback(int argc, const char **argv);
 int cmd_hold(int argc, const char **argv);
 int cmd_release(int argc, const char **argv);
 int cmd_modify(int argc, const char **argv);

@@ -996,6 +996,8 @@ static void handle_request(int conn)
 		barrier_hold(strtol(req + 13, NULL, 10));
 		pthread_mutex_unlock(&command_lock);
 		ovs_ctl_reply(conn, "ok");
+	} else if (restore_request(conn, req, passed)) {
+		/* answered (daemon-restore.c) */
 	} else {
 		ovs_ctl_reply(conn, "err %d unknown request: %.64s", EINVAL, req);
 	}

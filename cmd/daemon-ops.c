@@ -298,6 +298,30 @@ static int preserve_rmdir_path(const struct ovs_relpath *path, const char *what)
 	return 0;
 }
 
+/*
+ * A change asked for on the control socket (daemon-restore.c) to the
+ * existing object at path: preserved as a first change of it would be
+ * (rule 1), then change(arg) while no take can switch layers.  The one
+ * place outside the FUSE operations that knows how a change is locked.
+ * 0 or a positive errno.
+ */
+int change_object_by_request(const struct ovs_relpath *path, int (*change)(void *arg),
+			     void *arg)
+{
+	int err;
+
+	err = ns_change_begin();
+	if (!err)
+		do {
+			err = preserve_path(ovs_preserve_object, path, "a restore");
+		} while (preserve_again(&err));
+	if (!err)
+		err = change(arg);
+	ns_change_end();
+	request_uncount();
+	return err;
+}
+
 /* Rule 3 needs the directory empty before it is marked opaque: an opaque
  * copy of a non-empty directory would hide its old entries. */
 static int dir_is_empty(int dirfd, const char *name)

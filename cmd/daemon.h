@@ -215,6 +215,16 @@ void node_fd_put_fd(int fd);
 /* ---- daemon-ops.c ------------------------------------------------------ */
 extern const struct fuse_lowlevel_ops daemon_ops;
 
+/* A change for a control request: preserve the object at path, then
+ * change(arg) under the daemon's change locking (0 or a positive errno). */
+int change_object_by_request(const struct ovs_relpath *path, int (*change)(void *arg),
+			     void *arg);
+
+/* ---- daemon-restore.c -------------------------------------------------- */
+/* The restore requests of the control socket ("clone-into REL" with a
+ * passed fd, "writers"): true when req was one of them (answered). */
+bool restore_request(int conn, const char *req, int passed);
+
 /* ---- daemon-loop.c ----------------------------------------------------- */
 /* Run the workers and the control thread until the session ends; returns
  * the exit status. */

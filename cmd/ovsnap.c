@@ -36,6 +36,8 @@ const struct cmd_struct ovs_commands[] = {
 	{ "forget",	cmd_forget,	"retire a volume: deactivate it, delete its snapshots and store", CMD_NEEDS_ROOT },
 	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT },
 	{ "config",	cmd_config,	"show the settings of a volume (its ovsnap.conf(5) file)", 0 },
+	{ "restore",	cmd_restore,	"make paths what they were in a snapshot", CMD_NEEDS_ROOT },
+	{ "rollback",	cmd_rollback,	"make the whole live tree a snapshot again", CMD_NEEDS_ROOT },
 	{ "status",	cmd_status,	"tell whether volumes are protected, and what to do if not", 0 },
 	{ "help",	cmd_help,	"show the help of a command", 0 },
 	{ NULL, NULL, NULL, 0 }

@@ -222,8 +222,9 @@ static int copy_range(int in, int out, off_t off, off_t end, bool *use_cfr)
 	return copy_range_rw(in, out, off, end);
 }
 
-/* Copy only the data ranges, so holes stay holes (rule 16). */
-static int copy_data_ranges(int in, int out, off_t size)
+/* Copy only the data ranges, so holes stay holes (rule 16); also used by
+ * lib/clone.c. */
+int ovs_copy_data_ranges(int in, int out, off_t size)
 {
 	bool use_cfr = true;
 	off_t off = 0;
@@ -271,7 +272,7 @@ static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, cons
 	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL &&
 	    errno != ENOTTY && errno != ETXTBSY)
 		return ovs_err(errno, "clone %s: %m", path);
-	rc = copy_data_ranges(in, out, size);
+	rc = ovs_copy_data_ranges(in, out, size);
 	if (rc < 0)
 		return ovs_err(-rc, "copy %s: %s", path, strerror(-rc));
 	return 0;

@@ -53,6 +53,7 @@ struct diff {
 	int *fds;		/* layer a + i is fds[i]; SRC is "layer" n */
 	int srcfd;		/* not ours */
 	bool active;		/* a daemon may be writing U_n */
+	bool dir_mtimes;	/* report directories whose mtime alone differs */
 	struct ovs_rstack *sa, *sb;	/* A's and B's stacks */
 	struct strv cands, marks;
 	uint64_t walking;	/* id of the layer being walked (messages) */
@@ -723,8 +724,8 @@ static int compare_path(struct diff *d, const char *path)
 				return rc;
 			/* a directory's mtime follows the names in it,
 			 * which are reported themselves */
-			report = S_ISDIR(ea.st.st_mode) ? (fields & ~OVS_DIFF_MTIME) != 0 :
-							  fields != 0;
+			report = S_ISDIR(ea.st.st_mode) && !d->dir_mtimes ?
+					 (fields & ~OVS_DIFF_MTIME) != 0 : fields != 0;
 		}
 		if (!covered) {
 			covered = ovs_covered_at(newest, path);
@@ -775,10 +776,11 @@ static int open_stacks(struct diff *d)
 	return rc;
 }
 
-int ovs_diff(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
-	     void *arg)
+static int diff_run(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd,
+		    bool dir_mtimes, ovs_diff_fn fn, void *arg)
 {
-	struct diff d = { .v = v, .srcfd = srcfd, .n = ovs_snapshot_count(v) };
+	struct diff d = { .v = v, .srcfd = srcfd, .n = ovs_snapshot_count(v),
+			  .dir_mtimes = dir_mtimes };
 	int rc;
 
 	rc = index_of(v, from, &d.a);
@@ -821,4 +823,16 @@ out:
 				close(d.fds[i]);
 	free(d.fds);
 	return rc;
+}
+
+int ovs_diff(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
+	     void *arg)
+{
+	return diff_run(v, from, to, srcfd, false, fn, arg);
+}
+
+int ovs_diff_all(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
+		 void *arg)
+{
+	return diff_run(v, from, to, srcfd, true, fn, arg);
 }

@@ -60,5 +60,9 @@ typedef int (*ovs_diff_fn)(const struct ovs_diff_change *c, void *arg);
  */
 int ovs_diff(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
 	     void *arg);
+/* The same, with the directories whose mtime alone differs (restore and
+ * rollback set them back). */
+int ovs_diff_all(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd, ovs_diff_fn fn,
+		 void *arg);
 
 #endif

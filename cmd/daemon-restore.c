@@ -1,0 +1,107 @@
+/*
+ * The control requests of ovsnap restore and rollback (ovsnap-restore(8)):
+ *
+ *   clone-into REL   (with an fd passed) the regular file at REL below SRC
+ *                    gets the data of the passed file: preserved first,
+ *                    as any change of it through the snapshot mount would
+ *                    be, then cloned (FICLONE; a copy of its data ranges
+ *                    where the filesystem cannot clone).  FUSE cannot
+ *                    carry a clone, so a restore through the mount alone
+ *                    would copy every byte.  Answer "ok cloned" or
+ *                    "ok copied".
+ *   writers          how many files are open for writing through the
+ *                    snapshot mount: "ok N".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "clone.h"
+#include "control.h"
+#include "walk.h"
+
+#define REAL_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)
+
+struct clone_into {
+	const char *rel;
+	int from;		/* the passed fd */
+	bool cloned;
+	ino_t ino;
+	dev_t dev;
+};
+
+static int clone_change(void *arg)
+{
+	struct clone_into *c = arg;
+	struct stat st;
+	int fd, rc;
+
+	fd = ovs_open_beneath(D.srcfd, c->rel, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+			      REAL_RESOLVE);
+	if (fd < 0)
+		return -fd;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return EINVAL;
+	}
+	rc = ovs_clone_data(fd, c->from, &c->cloned);
+	close(fd);
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+	return rc < 0 ? -rc : 0;
+}
+
+static void clone_into(int conn, const char *rel, int passed)
+{
+	struct clone_into c = { .rel = rel, .from = passed };
+	struct ovs_relpath path;
+	struct dnode *n;
+	void *mem = NULL;
+	int err;
+
+	if (passed < 0 || !*rel) {
+		ovs_ctl_reply(conn, "err %d clone-into needs a path and a file", EINVAL);
+		return;
+	}
+	err = ovs_relpath_split(rel, &path, &mem);
+	if (err < 0) {
+		ovs_ctl_reply(conn, "err %d bad path", -err);
+		return;
+	}
+	path.srcdirfd = -1;
+	err = change_object_by_request(&path, clone_change, &c);
+	free(mem);
+	if (err) {
+		dlog(LOG_ERR, "clone-into %s: %s", rel, strerror(err));
+		ovs_ctl_reply(conn, "err %d %s", err, strerror(err));
+		return;
+	}
+	/* The kernel's pages and attributes of the file are out of date. */
+	n = node_find(c.dev, c.ino);
+	if (n)
+		fuse_lowlevel_notify_inval_inode(D.se, node_ino(n), 0, 0);
+	ovs_ctl_reply(conn, "ok %s", c.cloned ? "cloned" : "copied");
+}
+
+bool restore_request(int conn, const char *req, int passed)
+{
+	if (strncmp(req, "clone-into ", 11) == 0) {
+		clone_into(conn, req + 11, passed);
+		return true;
+	}
+	if (strcmp(req, "writers") == 0) {
+		fuse_ino_t *inos = NULL;
+		size_t n = nodes_with_writers(&inos);
+
+		free(inos);
+		ovs_ctl_reply(conn, "ok %zu", n);
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,970 @@
+/*
+ * restore_paths(): make paths of the live tree what they were in a
+ * snapshot (see restore.h).
+ *
+ * Which paths: ovs_diff() from the snapshot to the live tree, which reads
+ * only the layers (never the whole tree) and lists every path that
+ * differs, parents before their entries.  How: every change goes through
+ * the snapshot mount (SRC as users see it), so the daemon preserves what
+ * it replaces into the newest layer and the restore can itself be undone.
+ * File data cannot be cloned through FUSE, so the data of a file is handed
+ * to the daemon instead ("clone-into", cmd/daemon-restore.c), which
+ * preserves the file and then clones the snapshot's data into it.
+ *
+ * Everything compares states, so a second run after an interruption
+ * (SIGKILL at any point) finds what is still different and finishes it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "clone.h"
+#include "control.h"
+#include "diff.h"
+#include "ovsnap-private.h"
+#include "resolve.h"
+#include "restore.h"
+
+struct change {
+	char *path;
+	enum ovs_diff_kind kind;
+	unsigned fields;
+};
+
+struct hardlink {
+	dev_t dev;
+	ino_t ino;
+	char *path;		/* the live name it was restored at */
+};
+
+struct restore {
+	const char *cmd;
+	struct ovs_volume *v;
+	const char *src;
+	int livefd;			/* SRC through the snapshot mount */
+	int *fds;			/* the layers from the snapshot on */
+	size_t nfds;
+	int srcfd;			/* SRC's real directory: the lowest layer */
+	struct ovs_rstack *stack;	/* the snapshot */
+	struct change *changes;
+	size_t nchanges, capchanges;
+	struct hardlink *links;
+	size_t nlinks;
+	struct hardlink *layer_links;	/* names of linked files in the layers */
+	size_t nlayer_links;
+	bool layer_links_read;
+	char **dirs;			/* directories whose times come last */
+	size_t ndirs, capdirs;
+	struct restore_stats *stats;
+	bool to_dest;			/* --to: livefd is DEST's parent, no daemon */
+};
+
+/* ---- test hook ------------------------------------------------------------ */
+
+void restore_step(void)
+{
+	static long left = -2;
+
+	if (left == -2) {
+		const char *h = getenv("OVSNAPD_TEST_HOOKS");
+		const char *n = getenv("OVSNAP_TEST_RESTORE_KILL_AFTER");
+
+		left = h && strcmp(h, "1") == 0 && n ? strtol(n, NULL, 10) : -1;
+	}
+	if (left < 0)
+		return;
+	if (left-- == 0)
+		raise(SIGKILL);
+}
+
+/* ---- the daemon ------------------------------------------------------------- */
+
+int restore_writers(struct ovs_volume *v)
+{
+	char reply[OVS_CTL_MSG_MAX], *end;
+	unsigned long n;
+	int rc;
+
+	rc = ovs_ctl_call(ovs_volume_socket(v), "writers", -1, reply, sizeof(reply), 5000);
+	if (rc < 0)
+		return rc;
+	errno = 0;
+	n = strncmp(reply, "ok ", 3) == 0 ? strtoul(reply + 3, &end, 10) : 0;
+	if (strncmp(reply, "ok ", 3) != 0 || errno || end == reply + 3)
+		return ovs_err(EPROTO, "unexpected answer from the daemon: %s", reply);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int restore_check_active(const char *cmd, struct ovs_volume *v)
+{
+	const char *src = ovs_volume_source(v);
+
+	if (!ovs_volume_active(v)) {
+		ovs_error("%s %s: the volume is deactivated; run 'ovsnap activate %s' first", cmd,
+			  src, src);
+		return EXIT_FAIL;
+	}
+	if (!ovs_daemon_running(v)) {
+		ovs_error("%s %s: the snapshot mount is not running (the daemon died?); "
+			  "run 'ovsnap activate %s'", cmd, src, src);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+/* The daemon clones the data of fd into the live file at path, after
+ * preserving it: 1 cloned, 0 copied, -errno. */
+static int daemon_clone_into(struct restore *r, const char *path, int fd)
+{
+	char req[OVS_CTL_MSG_MAX], reply[OVS_CTL_MSG_MAX];
+	int rc;
+
+	if ((size_t)snprintf(req, sizeof(req), "clone-into %s", path) >= sizeof(req))
+		return -ENAMETOOLONG;
+	rc = ovs_ctl_call(ovs_volume_socket(r->v), req, fd, reply, sizeof(reply), -1);
+	if (rc < 0)
+		return rc;
+	return strcmp(reply, "ok cloned") == 0;
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/* ovs_err() with ": strerror(err)" after the message. */
+static int __attribute__((format(printf, 2, 3))) fail(int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ovs_err(err, "%s: %s", msg, strerror(err));
+}
+
+/* A path for the *at() calls on livefd. */
+static const char *at(const char *path)
+{
+	return *path ? path : ".";
+}
+
+static bool path_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (!n)
+		return *path != '\0';
+	return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+static char *parent_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? strndup(path, slash - path) : strdup("");
+}
+
+static int note_dir(struct restore *r, const char *path)
+{
+	for (size_t i = r->ndirs; i > 0; i--)
+		if (strcmp(r->dirs[i - 1], path) == 0)
+			return 0;
+	if (r->ndirs == r->capdirs) {
+		size_t cap = r->capdirs ? r->capdirs * 2 : 64;
+		char **d = realloc(r->dirs, cap * sizeof(*d));
+
+		if (!d)
+			return ovs_err(ENOMEM, "out of memory");
+		r->dirs = d;
+		r->capdirs = cap;
+	}
+	r->dirs[r->ndirs] = strdup(path);
+	if (!r->dirs[r->ndirs])
+		return ovs_err(ENOMEM, "out of memory");
+	r->ndirs++;
+	return 0;
+}
+
+/* ---- the snapshot's side ------------------------------------------------ */
+
+/* 1 and *e when path is visible in the snapshot, 0 when absent. */
+static int snap_lookup(struct restore *r, const char *path, struct ovs_rentry *e)
+{
+	int rc = ovs_resolve_lookup(r->stack, path, e);
+
+	if (rc == -ENOTDIR)
+		return 0;
+	if (rc < 0)
+		return rc;
+	return e->kind == OVS_R_ENTRY;
+}
+
+/* The directory holding path in layer e->layer (O_PATH), and the name. */
+static int snap_parent(struct restore *r, const struct ovs_rentry *e, const char *path,
+		       const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent;
+	int fd;
+
+	if (!*path) {
+		*name = ".";
+		return ovs_rstack_openat(r->stack, e->layer, "", O_PATH | O_DIRECTORY);
+	}
+	*name = slash ? slash + 1 : path;
+	parent = slash ? strndup(path, slash - path) : strdup("");
+	if (!parent)
+		return ovs_err(ENOMEM, "out of memory");
+	fd = ovs_rstack_openat(r->stack, e->layer, parent, O_PATH | O_DIRECTORY);
+	free(parent);
+	return fd;
+}
+
+/* ---- the live side (all through the snapshot mount) ------------------- */
+
+static int live_lstat(struct restore *r, const char *path, struct stat *st)
+{
+	if (fstatat(r->livefd, at(path), st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Remove path and everything below it; absent is fine. */
+static int live_remove(struct restore *r, const char *path)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = live_lstat(r, path, &st);
+
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;	/* a parent is no directory (any more) */
+	if (rc < 0)
+		return fail(-rc, "%s", path);
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(r->livefd, path, 0) < 0 && errno != ENOENT)
+			return fail(errno, "remove %s", path);
+		return 0;
+	}
+	fd = openat(r->livefd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(errno, "open %s", path);
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return fail(errno, "read %s", path);
+	}
+	rc = 0;
+	while (rc == 0 && (errno = 0, de = readdir(d))) {
+		char *child;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&child, "%s/%s", path, de->d_name) < 0)
+			rc = ovs_err(ENOMEM, "out of memory");
+		else {
+			rc = live_remove(r, child);
+			free(child);
+		}
+	}
+	if (rc == 0 && errno)
+		rc = fail(errno, "read %s", path);
+	closedir(d);
+	if (rc == 0 && unlinkat(r->livefd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = fail(errno, "remove %s", path);
+	return rc;
+}
+
+#define OVERLAY_XATTR "trusted.overlay."
+#define ESCAPED_XATTR "trusted.overlay.overlay."
+
+/*
+ * The user's name of the xattr name of a snapshot object, in buf; NULL
+ * for layer metadata.  In a layer, the user's trusted.overlay.X is
+ * escaped as trusted.overlay.overlay.X (DESIGN.md rule 14) and every
+ * other trusted.overlay.* name is the layer's own; in SRC itself all
+ * names are the user's.
+ */
+static const char *user_xattr(const char *name, bool in_layer, char *buf, size_t len)
+{
+	if (!in_layer || strncmp(name, OVERLAY_XATTR, strlen(OVERLAY_XATTR)) != 0)
+		return name;
+	if (strncmp(name, ESCAPED_XATTR, strlen(ESCAPED_XATTR)) != 0)
+		return NULL;
+	snprintf(buf, len, "%s%s", OVERLAY_XATTR, name + strlen(ESCAPED_XATTR));
+	return buf;
+}
+
+static ssize_t list_xattrs(const char *proc, char **out)
+{
+	ssize_t n = llistxattr(proc, NULL, 0);
+	char *buf;
+
+	*out = NULL;
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	if (n == 0)
+		return 0;
+	buf = malloc(n);
+	if (!buf)
+		return -ENOMEM;
+	n = llistxattr(proc, buf, n);
+	if (n < 0) {
+		free(buf);
+		return -errno;
+	}
+	*out = buf;
+	return n;
+}
+
+/* The live object's xattrs become the snapshot's (ACLs included). */
+static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in_layer,
+		       const char *path)
+{
+	char sproc[PATH_MAX], lproc[PATH_MAX], *slist = NULL, *llist = NULL;
+	char ubuf[XATTR_NAME_MAX + 1];
+	ssize_t sn, ln;
+	int rc = 0;
+
+	if ((size_t)snprintf(sproc, sizeof(sproc), "/proc/self/fd/%d/%s", sdirfd, sname) >=
+		    sizeof(sproc) ||
+	    (size_t)snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d/%s", r->livefd, at(path)) >=
+		    sizeof(lproc))
+		return ovs_err(ENAMETOOLONG, "%s", path);
+	sn = list_xattrs(sproc, &slist);
+	ln = sn < 0 ? 0 : list_xattrs(lproc, &llist);
+	if (sn < 0 || ln < 0) {
+		rc = fail(sn < 0 ? -sn : -ln, "xattrs of %s", path);
+		goto out;
+	}
+	/* names the snapshot lacks go */
+	for (char *p = llist; p && p < llist + ln; p += strlen(p) + 1) {
+		bool keep = false;
+
+		for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1) {
+			const char *u = user_xattr(q, in_layer, ubuf, sizeof(ubuf));
+
+			keep |= u && strcmp(p, u) == 0;
+		}
+		if (!keep && lremovexattr(lproc, p) < 0 && errno != ENODATA) {
+			rc = fail(errno, "remove xattr %s of %s", p, path);
+			goto out;
+		}
+	}
+	for (char *q = slist; q && q < slist + sn; q += strlen(q) + 1) {
+		const char *u = user_xattr(q, in_layer, ubuf, sizeof(ubuf));
+		ssize_t vn;
+		char *val;
+
+		if (!u)
+			continue;
+		vn = lgetxattr(sproc, q, NULL, 0);
+		if (vn < 0) {
+			rc = fail(errno, "xattr %s of %s in the snapshot", q, path);
+			goto out;
+		}
+		val = malloc(vn + 1);
+		if (!val) {
+			rc = ovs_err(ENOMEM, "out of memory");
+			goto out;
+		}
+		vn = lgetxattr(sproc, q, val, vn);
+		if (vn < 0 || lsetxattr(lproc, u, val, vn, 0) < 0)
+			rc = fail(errno, "set xattr %s of %s", u, path);
+		free(val);
+		if (rc < 0)
+			goto out;
+	}
+out:
+	free(slist);
+	free(llist);
+	return rc;
+}
+
+static int set_times(struct restore *r, const char *path, const struct stat *st)
+{
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+	if (utimensat(r->livefd, at(path), ts, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(errno, "set the times of %s", path);
+	return 0;
+}
+
+/* xattrs, owner, mode (in that order: an ACL sets mode bits, a chown
+ * clears setuid), and for non-directories the times. */
+static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
+			 const char *path)
+{
+	const char *sname;
+	int sdirfd, rc;
+
+	sdirfd = snap_parent(r, e, spath, &sname);
+	if (sdirfd < 0)
+		return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
+	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, path);
+	close(sdirfd);
+	if (rc < 0)
+		return rc;
+	if (fchownat(r->livefd, at(path), e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(errno, "chown %s", path);
+	if (!S_ISLNK(e->st.st_mode) && fchmodat(r->livefd, at(path), e->st.st_mode & 07777, 0) < 0)
+		return fail(errno, "chmod %s", path);
+	if (S_ISDIR(e->st.st_mode))
+		return r->to_dest ? 0 : note_dir(r, path);
+	return set_times(r, path, &e->st);
+}
+
+/* The data of the snapshot's file e at path into the live regular file
+ * at path. */
+static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *spath,
+		     const char *path)
+{
+	const char *sname;
+	int sdirfd, fd, lfd, rc;
+	bool cloned = false;
+
+	sdirfd = snap_parent(r, e, spath, &sname);
+	if (sdirfd < 0)
+		return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
+	fd = openat(sdirfd, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	close(sdirfd);
+	if (fd < 0)
+		return fail(errno, "open %s in the snapshot", spath);
+	/*
+	 * --to writes straight to DEST (a clone where it is on the same
+	 * filesystem).  A live file changes only through the daemon: it
+	 * clones where the filesystem can.  Where it cannot, the data is
+	 * copied through the mount in ordinary writes instead: one request
+	 * copying gigabytes would hold up takes (DESIGN.md rule 13).
+	 */
+	rc = r->to_dest || !ovs_volume_can_clone(r->v) ? -ENAMETOOLONG :
+							 daemon_clone_into(r, path, fd);
+	if (rc == -ENAMETOOLONG) {
+		/* or too long for one control message */
+		lfd = openat(r->livefd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		rc = lfd < 0 ? -errno : ovs_clone_data(lfd, fd, &cloned);
+		if (lfd >= 0)
+			close(lfd);
+		if (rc == 0)
+			rc = cloned;
+	}
+	close(fd);
+	if (rc < 0)
+		return ovs_err_keep(-rc, "restore the data of %s", path);
+	if (rc > 0)
+		r->stats->cloned++;
+	else
+		r->stats->copied++;
+	return 0;
+}
+
+/* Hard links among the restored names: the layers keep every name of a
+ * hard-linked file linked together (DESIGN.md rule 6). */
+static const char *restored_link(struct restore *r, const struct ovs_rentry *e)
+{
+	for (size_t i = 0; i < r->nlinks; i++)
+		if (r->links[i].dev == e->st.st_dev && r->links[i].ino == e->st.st_ino)
+			return r->links[i].path;
+	return NULL;
+}
+
+static int note_link(struct restore *r, const struct ovs_rentry *e, const char *path)
+{
+	struct hardlink *l = realloc(r->links, (r->nlinks + 1) * sizeof(*l));
+
+	if (!l)
+		return ovs_err(ENOMEM, "out of memory");
+	r->links = l;
+	l[r->nlinks].dev = e->st.st_dev;
+	l[r->nlinks].ino = e->st.st_ino;
+	l[r->nlinks].path = strdup(path);
+	if (!l[r->nlinks].path)
+		return ovs_err(ENOMEM, "out of memory");
+	r->nlinks++;
+	return 0;
+}
+
+/* ---- hard links with names the restore does not touch ------------------- */
+
+static int add_layer_link(struct restore *r, const struct stat *st, const char *path)
+{
+	struct hardlink *l = realloc(r->layer_links, (r->nlayer_links + 1) * sizeof(*l));
+
+	if (!l)
+		return ovs_err(ENOMEM, "out of memory");
+	r->layer_links = l;
+	l[r->nlayer_links].dev = st->st_dev;
+	l[r->nlayer_links].ino = st->st_ino;
+	l[r->nlayer_links].path = strdup(path);
+	if (!l[r->nlayer_links].path)
+		return ovs_err(ENOMEM, "out of memory");
+	r->nlayer_links++;
+	return 0;
+}
+
+/* Every multiply-linked file of the layer directory dirfd (at path). */
+static int read_layer_links(struct restore *r, int dirfd, const char *path)
+{
+	struct dirent *de;
+	int fd, rc = 0;
+	DIR *d;
+
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(errno, "read a layer at %s", *path ? path : ".");
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return fail(errno, "read a layer at %s", *path ? path : ".");
+	}
+	while (rc == 0 && (de = readdir(d))) {
+		struct stat st;
+		char *child;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && st.st_nlink > 1))
+			continue;
+		if (asprintf(&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0) {
+			rc = ovs_err(ENOMEM, "out of memory");
+			break;
+		}
+		if (S_ISREG(st.st_mode)) {
+			rc = add_layer_link(r, &st, child);
+		} else {
+			int sub = openat(dirfd, de->d_name,
+					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				rc = read_layer_links(r, sub, child);
+				close(sub);
+			}
+		}
+		free(child);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Diff order: component by component (as lib/diff.c sorts). */
+static int path_cmp(const char *x, const char *y)
+{
+	for (;; x++, y++) {
+		int cx = *x == '/' ? 1 : *x ? (unsigned char)*x + 2 : 0;
+		int cy = *y == '/' ? 1 : *y ? (unsigned char)*y + 2 : 0;
+
+		if (cx != cy || !cx)
+			return cx - cy;
+	}
+}
+
+static bool differs(const struct restore *r, const char *path)
+{
+	size_t lo = 0, hi = r->nchanges;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = path_cmp(path, r->changes[mid].path);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return false;
+}
+
+/*
+ * A live name that is, unchanged, another name of the snapshot's
+ * hard-linked file e: the layers keep every name of a file together
+ * (DESIGN.md rule 6), so they are found there.  NULL when there is none.
+ */
+static const char *unchanged_link(struct restore *r, const struct ovs_rentry *e,
+				  const char *path)
+{
+	if (!r->layer_links_read) {
+		r->layer_links_read = true;
+		for (size_t i = 0; i < r->nfds; i++)
+			if (read_layer_links(r, r->fds[i], "") < 0)
+				return NULL;
+	}
+	for (size_t i = 0; i < r->nlayer_links; i++) {
+		const struct hardlink *l = &r->layer_links[i];
+		struct ovs_rentry q;
+		struct stat st;
+
+		if (l->dev != e->st.st_dev || l->ino != e->st.st_ino || strcmp(l->path, path) == 0)
+			continue;
+		if (snap_lookup(r, l->path, &q) <= 0 || q.st.st_dev != e->st.st_dev ||
+		    q.st.st_ino != e->st.st_ino)
+			continue;
+		if (differs(r, l->path) || live_lstat(r, l->path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		return l->path;
+	}
+	return NULL;
+}
+
+/* Make the snapshot's object e at path, where the live tree has nothing. */
+static int make_object(struct restore *r, const struct ovs_rentry *e, const char *spath,
+		       const char *path)
+{
+	mode_t type = e->st.st_mode & S_IFMT;
+	int fd, rc;
+
+	switch (type) {
+	case S_IFREG: {
+		const char *first = e->st.st_nlink > 1 ? restored_link(r, e) : NULL;
+
+		if (!first && e->st.st_nlink > 1 && !r->to_dest)
+			first = unchanged_link(r, e, path);
+
+		if (first) {
+			if (linkat(r->livefd, first, r->livefd, path, 0) < 0)
+				return fail(errno, "link %s to %s", path, first);
+			return 0;
+		}
+		fd = openat(r->livefd, path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd < 0)
+			return fail(errno, "create %s", path);
+		close(fd);
+		rc = copy_data(r, e, spath, path);
+		if (rc == 0 && e->st.st_nlink > 1)
+			rc = note_link(r, e, path);
+		break;
+	}
+	case S_IFDIR:
+		if (mkdirat(r->livefd, path, 0700) < 0)
+			return fail(errno, "mkdir %s", path);
+		rc = 0;
+		break;
+	case S_IFLNK: {
+		const char *sname;
+		char *target;
+		int sdirfd, err = ENOMEM;
+		ssize_t n;
+
+		sdirfd = snap_parent(r, e, spath, &sname);
+		if (sdirfd < 0)
+			return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
+		target = malloc(e->st.st_size + 1);
+		n = target ? readlinkat(sdirfd, sname, target, e->st.st_size + 1) : -1;
+		if (target)
+			err = n < 0 ? errno : EAGAIN;	/* EAGAIN: it changed */
+		close(sdirfd);
+		if (n < 0 || n > e->st.st_size) {
+			free(target);
+			return fail(err, "read the symlink %s", spath);
+		}
+		target[n] = '\0';
+		rc = symlinkat(target, r->livefd, path) < 0 ? -errno : 0;
+		free(target);
+		if (rc < 0)
+			return fail(-rc, "symlink %s", path);
+		break;
+	}
+	default:
+		if (mknodat(r->livefd, path, e->st.st_mode & (S_IFMT | 0600), e->st.st_rdev) < 0)
+			return fail(errno, "mknod %s", path);
+		rc = 0;
+	}
+	return rc < 0 ? rc : copy_metadata(r, e, spath, path);
+}
+
+/* ---- one change ------------------------------------------------------------- */
+
+static int apply_change(struct restore *r, const struct change *c)
+{
+	struct ovs_rentry e;
+	struct stat st;
+	int in_snap, rc;
+
+	in_snap = snap_lookup(r, c->path, &e);
+	if (in_snap < 0)
+		return ovs_err_keep(-in_snap, "%s in the snapshot", c->path);
+	rc = live_lstat(r, c->path, &st);
+	if (rc < 0 && rc != -ENOENT && rc != -ENOTDIR)
+		return fail(-rc, "%s", c->path);
+	if (!in_snap)
+		return live_remove(r, c->path);
+	if (rc == 0 && (st.st_mode & S_IFMT) == (e.st.st_mode & S_IFMT) && c->kind == OVS_DIFF_MODIFIED) {
+		/* in place, unless the hard links differ; a symlink's target
+		 * and a device's numbers cannot change in place */
+		if (c->fields & OVS_DIFF_CONTENT) {
+			if (S_ISREG(st.st_mode) && st.st_nlink == 1 && e.st.st_nlink == 1)
+				rc = copy_data(r, &e, c->path, c->path);
+			else
+				goto replace;
+		}
+		return rc < 0 ? rc : copy_metadata(r, &e, c->path, c->path);
+	}
+replace:
+	rc = live_remove(r, c->path);
+	return rc < 0 ? rc : make_object(r, &e, c->path, c->path);
+}
+
+/* The missing parents of path, made as they were in the snapshot. */
+static int make_parents(struct restore *r, const char *path)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return ovs_err(ENOMEM, "out of memory");
+	for (char *slash = strchr(p, '/'); rc == 0 && slash; slash = strchr(slash + 1, '/')) {
+		struct ovs_rentry e;
+		struct stat st;
+		int in_snap;
+
+		*slash = '\0';
+		if (live_lstat(r, p, &st) == 0 && S_ISDIR(st.st_mode)) {
+			*slash = '/';
+			continue;
+		}
+		in_snap = snap_lookup(r, p, &e);
+		if (in_snap < 0)
+			rc = ovs_err_keep(-in_snap, "%s in the snapshot", p);
+		else if (!in_snap || !S_ISDIR(e.st.st_mode))
+			break;	/* path is absent in the snapshot too */
+		else if ((rc = live_remove(r, p)) == 0)
+			rc = make_object(r, &e, p, p);
+		*slash = '/';
+	}
+	free(p);
+	return rc;
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+static int collect(const struct ovs_diff_change *c, void *arg)
+{
+	struct restore *r = arg;
+	struct change *n;
+
+	if (r->nchanges == r->capchanges) {
+		size_t cap = r->capchanges ? r->capchanges * 2 : 64;
+
+		n = realloc(r->changes, cap * sizeof(*n));
+		if (!n)
+			return ovs_err(ENOMEM, "out of memory");
+		r->changes = n;
+		r->capchanges = cap;
+	}
+	n = &r->changes[r->nchanges];
+	n->path = strdup(c->path);
+	if (!n->path)
+		return ovs_err(ENOMEM, "out of memory");
+	n->kind = c->kind;
+	n->fields = c->fields;
+	r->nchanges++;
+	return 0;
+}
+
+static int open_snapshot(struct restore *r, uint64_t snap)
+{
+	size_t n = ovs_snapshot_count(r->v), first = n;
+
+	for (size_t i = 0; i < n; i++)
+		if (ovs_snapshot_at(r->v, i)->id == snap)
+			first = i;
+	if (first == n)
+		return ovs_err(ENOENT, "no snapshot %" PRIu64, snap);
+	r->nfds = n - first;
+	r->fds = calloc(r->nfds, sizeof(int));
+	if (!r->fds)
+		return ovs_err(ENOMEM, "out of memory");
+	for (size_t i = 0; i < r->nfds; i++)
+		r->fds[i] = -1;
+	for (size_t i = 0; i < r->nfds; i++) {
+		int fd = ovs_snapshot_open_upper(r->v, ovs_snapshot_at(r->v, first + i)->id,
+						 O_RDONLY);
+
+		if (fd < 0)
+			return fd;
+		r->fds[i] = fd;
+	}
+	return ovs_rstack_new(r->fds, r->nfds, r->srcfd, &r->stack);
+}
+
+static bool in_scope(const char *path, const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(path, paths[i]) == 0 || path_below(path, paths[i]))
+			return true;
+	return false;
+}
+
+static int run(struct restore *r, uint64_t snap, const char *const *paths, size_t n)
+{
+	struct ovs_progress prog = { .what = r->cmd };
+	const char *removed = NULL;
+	int rc;
+
+	r->livefd = open(r->src, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (r->livefd < 0)
+		return fail(errno, "open %s", r->src);
+	r->srcfd = ovs_open_real_source(r->src);
+	if (r->srcfd < 0)
+		return r->srcfd;
+	rc = open_snapshot(r, snap);
+	if (rc == 0)
+		rc = ovs_diff_all(r->v, snap, OVS_DIFF_LIVE, r->srcfd, collect, r);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = make_parents(r, paths[i]);
+	for (size_t i = 0; rc == 0 && i < r->nchanges; i++) {
+		const struct change *c = &r->changes[i];
+
+		ovs_progress_show(&prog, i, r->nchanges);
+		if (!in_scope(c->path, paths, n))
+			continue;
+		/* removed with a directory above it */
+		if (removed && path_below(c->path, removed))
+			continue;
+		rc = apply_change(r, c);
+		if (rc < 0)
+			break;
+		if (c->kind == OVS_DIFF_ADDED)
+			removed = c->path;
+		r->stats->changed++;
+		/* the directory it is in changed: its times come last */
+		if (*c->path) {
+			char *parent = parent_of(c->path);
+
+			if (!parent)
+				rc = ovs_err(ENOMEM, "out of memory");
+			else if (in_scope(parent, paths, n))
+				rc = note_dir(r, parent);
+			free(parent);
+		}
+		restore_step();
+	}
+	ovs_progress_end(&prog);
+	/* directory times last, deepest first: a directory's own time does
+	 * not change its parent's */
+	for (size_t i = r->ndirs; rc == 0 && i > 0; i--) {
+		struct ovs_rentry e;
+		struct stat st;
+		int in_snap = snap_lookup(r, r->dirs[i - 1], &e);
+
+		if (in_snap < 0)
+			rc = ovs_err_keep(-in_snap, "%s in the snapshot", r->dirs[i - 1]);
+		else if (in_snap && S_ISDIR(e.st.st_mode) &&
+			 live_lstat(r, r->dirs[i - 1], &st) == 0 && S_ISDIR(st.st_mode))
+			rc = set_times(r, r->dirs[i - 1], &e.st);
+	}
+	return rc;
+}
+
+static void restore_free(struct restore *r)
+{
+	ovs_rstack_free(r->stack);
+	for (size_t i = 0; r->fds && i < r->nfds; i++)
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+	free(r->fds);
+	for (size_t i = 0; i < r->nchanges; i++)
+		free(r->changes[i].path);
+	free(r->changes);
+	for (size_t i = 0; i < r->nlinks; i++)
+		free(r->links[i].path);
+	free(r->links);
+	for (size_t i = 0; i < r->nlayer_links; i++)
+		free(r->layer_links[i].path);
+	free(r->layer_links);
+	for (size_t i = 0; i < r->ndirs; i++)
+		free(r->dirs[i]);
+	free(r->dirs);
+	if (r->livefd >= 0)
+		close(r->livefd);
+	if (r->srcfd >= 0)
+		close(r->srcfd);
+}
+
+int restore_paths(const char *cmd, struct ovs_volume *v, uint64_t snap, const char *const *paths,
+		  size_t n, struct restore_stats *stats)
+{
+	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = -1,
+			     .srcfd = -1, .stats = stats };
+	int rc = run(&r, snap, paths, n);
+
+	if (rc < 0)
+		ovs_error_lib(rc, "%s %s", cmd, r.src);
+	restore_free(&r);
+	return rc < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+/* ---- --to DEST -------------------------------------------------------------- */
+
+/* The snapshot's spath and everything below it, made at dpath (relative
+ * to r->livefd, DEST's parent); directory times after their entries. */
+static int copy_out_tree(struct restore *r, const char *spath, const char *dpath)
+{
+	struct ovs_rdirent *ents = NULL;
+	struct ovs_rentry e;
+	size_t cnt = 0;
+	int rc = snap_lookup(r, spath, &e);
+
+	if (rc <= 0)
+		return rc < 0 ? ovs_err_keep(-rc, "%s in the snapshot", spath) : 0;
+	rc = make_object(r, &e, spath, dpath);
+	if (rc < 0 || !S_ISDIR(e.st.st_mode))
+		return rc < 0 ? rc : (r->stats->changed++, 0);
+	r->stats->changed++;
+	rc = ovs_resolve_readdir(r->stack, spath, &ents, &cnt);
+	if (rc < 0)
+		return ovs_err_keep(-rc, "read %s in the snapshot", spath);
+	for (size_t i = 0; rc == 0 && i < cnt; i++) {
+		char *sp = NULL, *dp = NULL;
+
+		if (asprintf(&sp, "%s%s%s", spath, *spath ? "/" : "", ents[i].name) < 0 ||
+		    asprintf(&dp, "%s/%s", dpath, ents[i].name) < 0)
+			rc = ovs_err(ENOMEM, "out of memory");
+		else
+			rc = copy_out_tree(r, sp, dp);
+		free(sp);
+		free(dp);
+	}
+	ovs_resolve_dirents_free(ents, cnt);
+	return rc < 0 ? rc : set_times(r, dpath, &e.st);
+}
+
+int restore_copy_out(const char *cmd, struct ovs_volume *v, uint64_t snap, const char *path,
+		     int destdirfd, const char *destname, struct restore_stats *stats)
+{
+	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = destdirfd,
+			     .srcfd = -1, .stats = stats, .to_dest = true };
+	struct ovs_rentry e;
+	int rc;
+
+	r.srcfd = ovs_open_real_source(r.src);
+	rc = r.srcfd < 0 ? r.srcfd : open_snapshot(&r, snap);
+	if (rc == 0) {
+		rc = snap_lookup(&r, path, &e);
+		if (rc == 0)
+			rc = ovs_err(ENOENT, "%s is not in snapshot %" PRIu64, *path ? path : ".",
+				     snap);
+	}
+	if (rc > 0)
+		rc = copy_out_tree(&r, path, destname);
+	if (rc < 0)
+		ovs_error_lib(rc, "%s %s", cmd, r.src);
+	r.livefd = -1;	/* the caller's */
+	restore_free(&r);
+	return rc < 0 ? EXIT_FAIL : EXIT_OK;
+}
