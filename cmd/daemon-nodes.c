@@ -204,6 +204,8 @@ int nodes_init(int rootfd)
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -errno;
 	D.handles = handles_usable(rootfd, &st);
+	if (!D.handles)
+		nofile_warn_if_low();
 	fdcache_init();
 	/* The root has no handle: its fd is pinned. */
 	root = node_alloc(&st, NULL);

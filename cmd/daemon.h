@@ -127,6 +127,9 @@ extern struct daemon D;
 void dlog(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define dbg(...) do { if (D.debug) dlog(LOG_DEBUG, __VA_ARGS__); } while (0)
 
+/* ovsnapd.c: log that the open file limit caps the cached inodes, if so */
+void nofile_warn_if_low(void);
+
 /* ---- daemon-nodes.c ---------------------------------------------------- */
 int nodes_init(int rootfd);
 struct dnode *node_of(fuse_ino_t ino);

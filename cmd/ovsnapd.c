@@ -352,6 +352,9 @@ static void usage(FILE *out)
  * as the system allows (with handles, it sizes the fd cache and leaves
  * room for open files).
  */
+static unsigned long long nofile_low;	/* the limit, when below nr_open */
+static unsigned long nofile_nr_open;
+
 static void raise_nofile_limit(void)
 {
 	struct rlimit rl;
@@ -373,10 +376,19 @@ static void raise_nofile_limit(void)
 	}
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);
-	if (nr_open > rl.rlim_cur)
+	if (nr_open > rl.rlim_cur) {
+		nofile_low = rl.rlim_cur;
+		nofile_nr_open = nr_open;
+	}
+}
+
+/* Said only where it matters: without file handles (daemon-nodes.c). */
+void nofile_warn_if_low(void)
+{
+	if (nofile_low)
 		dlog(LOG_WARNING, "open file limit %llu, below fs.nr_open (%lu): without file "
 		     "handles the kernel can cache only about that many inodes of the tree",
-		     (unsigned long long)rl.rlim_cur, nr_open);
+		     nofile_low, nofile_nr_open);
 }
 
 int main(int argc, char **argv)

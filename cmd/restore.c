@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 #include "restore.h"
 #include "views.h"
 
@@ -199,6 +200,10 @@ static int run_restore(struct ovs_volume *v, const char **args, int nargs)
 			status = restore_paths("restore", v, s->id, (const char *const *)paths, n,
 					       &st);
 	}
+	if (status == EXIT_OK && !opt_to)
+		ovs_log(v, "snapshot=%" PRIu64 " restore paths=%d changed=%" PRIu64
+			" cloned=%" PRIu64 " copied=%" PRIu64, s->id, n, st.changed, st.cloned,
+			st.copied);
 	if (status == EXIT_OK && !ovs_opt_quiet)
 		fprintf(stderr, "restored %" PRIu64 " paths from snapshot %" PRIu64
 			" (%" PRIu64 " files cloned, %" PRIu64 " copied)\n",

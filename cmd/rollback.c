@@ -181,6 +181,8 @@ static int run_rollback(struct ovs_volume *v, const char *ref)
 		ovs_error_lib(rc, "rollback %s: rolled back, but", src);
 		return EXIT_FAIL;
 	}
+	ovs_log(v, "snapshot=%" PRIu64 " rollback changed=%" PRIu64 " cloned=%" PRIu64
+		" copied=%" PRIu64, snap, st.changed, st.cloned, st.copied);
 	if (!ovs_opt_quiet)
 		fprintf(stderr, "rolled back to snapshot %" PRIu64 ": %" PRIu64 " paths changed "
 			"(%" PRIu64 " files cloned, %" PRIu64 " copied)\n",

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Logging (issue 14 item 8): take, drop, merge, hold, release, retention
-# decisions (with the rule), fsck repairs and forget reach syslog as
+# decisions (with the rule), restore, rollback, fsck repairs and forget
+# reach syslog as
 # "volume=SRC snapshot=ID ..." lines.  The commands run in a private mount
 # namespace whose /dev is a tmpfs holding the few devices they need and a
 # /dev/log socket of our own, so nothing reaches (or needs) the host's
@@ -63,6 +64,10 @@ test_take_drop_hold_retention_reach_syslog() {
 		$OVSNAP take --class timeline $src
 		$OVSNAP drop --keep last=1 $src
 		$OVSNAP drop $src first
+		echo new >$src/r
+		$OVSNAP restore $src @latest r
+		echo again >$src/r
+		$OVSNAP rollback $src @latest
 		$OVSNAP deactivate $src
 		mkdir \$(echo $OVS_MNT/.ovsnap/*/layers)/99
 		$OVSNAP fsck -y $src || [ \$? = 1 ]	# 1: errors corrected
@@ -85,6 +90,8 @@ test_take_drop_hold_retention_reach_syslog() {
 		"volume=$src snapshot=3 drop merged-into=1"
 	assertContains "drop of the oldest: $lines" "$lines" "volume=$src snapshot=1 drop oldest"
 	assertContains "fsck repair: $lines" "$lines" "volume=$src fsck repaired check=layer-extra: layer directory"
+	assertContains "restore: $lines" "$lines" " restore paths=1 changed=1 "
+	assertContains "rollback: $lines" "$lines" " rollback changed="
 	assertContains "forget: $lines" "$lines" "volume=$src forget snapshots="
 	assertContains "the ident: $lines" "$lines" "ovsnap["
 	# The daemon's own lines carry the same volume= prefix.
