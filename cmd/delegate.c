@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 {
 	const struct deleg_cmd *cmd;
 	char dir[PATH_MAX], ovsnap[PATH_MAX], uidstr[32], *src = NULL, *target = NULL;
-	const char *pos[3], *refused = NULL;
+	const char *pos[3];
 	char **xargv;
 	int npos = 0, xargc = 0;
 	bool dashdash = false, trusted;
@@ -312,11 +312,10 @@ int main(int argc, char **argv)
 			continue;
 		}
 		o = find_opt(cmd->opts, argv[i], &value);
-		if (!o) {
-			if (!refused)
-				refused = argv[i];
-			continue;
-		}
+		/* (what follows it cannot be told apart any more) */
+		if (!o)
+			die("%s: %s: permission denied (only root may give this option)",
+			    cmd->name, argv[i]);
 		if (o->value && !value) {
 			if (i + 1 >= argc)
 				die("%s: %s: missing argument", cmd->name, argv[i]);
@@ -392,9 +391,6 @@ int main(int argc, char **argv)
 			    ovs_last_error());
 		ovs_volume_unref(v);
 	}
-	if (refused)
-		die("%s: %s: permission denied (only root may give this option)", cmd->name,
-		    refused);
 
 	/* The arguments, resolved. */
 	xargv[xargc++] = "--";
@@ -415,6 +411,7 @@ int main(int argc, char **argv)
 	setenv("OVSNAP_DELEGATED_UID", uidstr, 1);
 	if (target && strcmp(cmd->name, "mount") == 0)
 		setenv("OVSNAP_DELEGATED_TARGET_FD", "3", 1);
+	/* (fails where the caller's capability bounding set was emptied) */
 	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		die("%s: cannot become root: %s", cmd->name, strerror(errno));
 	execv(ovsnap, xargv);
