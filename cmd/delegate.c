@@ -277,15 +277,21 @@ int main(int argc, char **argv)
 	clearenv();
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	umask(022);
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("Usage: ovsnap-delegate list|diff|take|mount|umount ARGS...\n\n"
+		       "Runs these ovsnap commands as root for the users a volume's\n"
+		       "ALLOW_USERS and ALLOW_GROUPS name; ovsnap calls it for them.\n\n"
+		       "See ovsnap-delegate(8).\n");
+		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+	}
+	if (argc < 2)
+		die("usage: ovsnap-delegate list|diff|take|mount|umount ARGS...");
 	if (geteuid() != 0)
 		die("ovsnap-delegate is not installed setuid root: users cannot be delegated to "
 		    "(see ovsnap-delegate(8))");
 	trusted = trusted_dir(dir, sizeof(dir));
 	if (trusted)
 		trusted_env(dir);
-
-	if (argc < 2)
-		die("usage: ovsnap-delegate list|diff|take|mount|umount ARGS...");
 	for (cmd = deleg_cmds; cmd->name && strcmp(cmd->name, argv[1]) != 0; cmd++)
 		;
 	if (!cmd->name)
