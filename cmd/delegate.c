@@ -40,7 +40,8 @@
 #define TARGET_FD 3
 
 struct deleg_opt {
-	const char *name;	/* "--json" or "-J" */
+	const char *name;	/* the long name, "--json" */
+	char shortname;		/* 'J', or 0 */
 	bool value;		/* takes the next word (or =VALUE) */
 };
 
@@ -51,31 +52,27 @@ struct deleg_cmd {
 	const struct deleg_opt *opts;
 };
 
+#define QUIET_OPT { "--quiet", 'q', false }
 static const struct deleg_opt list_opts[] = {
-	{ "--json", false }, { "-J", false }, { "--no-headings", false }, { "-H", false },
-	{ "--parsable", false }, { "-p", false }, { "--quiet", false }, { "-q", false },
-	{ NULL, false }
+	{ "--json", 'J', false }, { "--no-headings", 'H', false }, { "--parsable", 'p', false },
+	QUIET_OPT, { NULL, 0, false }
 };
 static const struct deleg_opt diff_opts[] = {
-	{ "--json", false }, { "-J", false }, { "--wait", false }, { "-w", false },
-	{ "--quiet", false }, { "-q", false }, { NULL, false }
+	{ "--json", 'J', false }, { "--wait", 'w', false }, QUIET_OPT, { NULL, 0, false }
 };
 /* Not --keep, --class, --hold, --pre/--post, --timer, --store, --force:
  * those prune, pin or set up, which stays root's. */
 static const struct deleg_opt take_opts[] = {
-	{ "--description", true }, { "-d", true }, { "--userdata", true }, { "-u", true },
-	{ "--name", true }, { "-n", true }, { "--json", false }, { "-J", false },
-	{ "--wait", false }, { "-w", false }, { "--no-wait", false },
-	{ "--quiet", false }, { "-q", false }, { NULL, false }
+	{ "--description", 'd', true }, { "--userdata", 'u', true }, { "--name", 'n', true },
+	{ "--json", 'J', false }, { "--wait", 'w', false }, { "--no-wait", 0, false },
+	QUIET_OPT, { NULL, 0, false }
 };
 /* -o is checked on its own: never suid or dev. */
 static const struct deleg_opt mount_opts[] = {
-	{ "--options", true }, { "-o", true }, { "--quiet", false }, { "-q", false },
-	{ NULL, false }
+	{ "--options", 'o', true }, QUIET_OPT, { NULL, 0, false }
 };
 static const struct deleg_opt umount_opts[] = {
-	{ "--lazy", false }, { "-l", false }, { "--quiet", false }, { "-q", false },
-	{ NULL, false }
+	{ "--lazy", 'l', false }, QUIET_OPT, { NULL, 0, false }
 };
 
 static const struct deleg_cmd deleg_cmds[] = {
@@ -231,6 +228,7 @@ static bool safe_mount_options(const char *opts)
 	return good;
 }
 
+/* The option arg names ("--name", "--name=VALUE", "-n"), or NULL. */
 static const struct deleg_opt *find_opt(const struct deleg_opt *opts, const char *arg,
 					const char **inline_value)
 {
@@ -238,7 +236,8 @@ static const struct deleg_opt *find_opt(const struct deleg_opt *opts, const char
 
 	*inline_value = NULL;
 	for (const struct deleg_opt *o = opts; o->name; o++) {
-		if (strcmp(o->name, arg) == 0)
+		if (strcmp(o->name, arg) == 0 ||
+		    (o->shortname && arg[1] == o->shortname && !arg[2]))
 			return o;
 		if (o->value && arg[1] == '-' && strlen(o->name) == n &&
 		    strncmp(o->name, arg, n) == 0) {
@@ -298,7 +297,7 @@ int main(int argc, char **argv)
 		die("%s: permission denied (only root may)", argv[1]);
 
 	/* The fixed argument vector: known options only, then the arguments. */
-	xargv = calloc(argc + 2, sizeof(*xargv));
+	xargv = calloc(argc + 4, sizeof(*xargv));
 	if (!xargv)
 		die("%s: out of memory", cmd->name);
 	xargv[xargc++] = "ovsnap";
@@ -325,14 +324,19 @@ int main(int argc, char **argv)
 		if (o->value && !value) {
 			if (i + 1 >= argc)
 				die("%s: %s: missing argument", cmd->name, argv[i]);
-			value = argv[i + 1];
-			xargv[xargc++] = argv[i++];
+			value = argv[++i];
 		}
-		if (o->value && (strcmp(o->name, "-o") == 0 || strcmp(o->name, "--options") == 0) &&
-		    !safe_mount_options(value))
+		if (o->value && strcmp(o->name, "--options") == 0 && !safe_mount_options(value))
 			die("mount: -o %s: permission denied (users may give ro, nosuid, nodev, "
 			    "noexec and atime options only)", value);
-		xargv[xargc++] = argv[i];
+		/* Passed on as --name=VALUE: a VALUE that looks like an option
+		 * stays a value. */
+		if (o->value) {
+			if (asprintf(&xargv[xargc++], "%s=%s", o->name, value) < 0)
+				die("%s: out of memory", cmd->name);
+		} else {
+			xargv[xargc++] = (char *)o->name;
+		}
 	}
 	if (npos < cmd->min)
 		die("%s: missing argument (Try 'ovsnap %s --help')", cmd->name, cmd->name);
@@ -345,38 +349,54 @@ int main(int argc, char **argv)
 		if (!src)
 			die("%s %s: %s", cmd->name, pos[0], strerror(errno));
 	}
-	if (strcmp(cmd->name, "mount") == 0 || strcmp(cmd->name, "umount") == 0) {
-		const char *t = pos[cmd->needs_volume ? 2 : 0];
+	if (strcmp(cmd->name, "mount") == 0) {
 		char fdpath[64];
 		struct stat st;
 		ssize_t n;
 		int fd;
 
 		/*
-		 * mount: the very directory checked is the one mounted on, by
-		 * fd (the CLI hands /proc/self/fd/N to the view daemon), so no
-		 * rename or symlink swapped in after this check moves the view
+		 * The very directory checked is the one mounted on, by fd (the
+		 * CLI hands /proc/self/fd/N to the view daemon), so no rename
+		 * or symlink swapped in after this check moves the view
 		 * elsewhere.  It must be the caller's and no symlink.
 		 */
-		fd = open(t, O_PATH | O_NOFOLLOW | O_DIRECTORY);
+		fd = open(pos[2], O_PATH | O_NOFOLLOW | O_DIRECTORY);
 		if (fd < 0)
-			die("%s: %s: %s", cmd->name, t, errno == ENOTDIR || errno == ELOOP ?
-			    "not a directory (or a symlink)" : strerror(errno));
+			die("mount: %s: %s", pos[2], errno == ENOTDIR || errno == ELOOP ?
+			    "permission denied (not a directory, or a symlink)" : strerror(errno));
 		if (fstat(fd, &st) < 0)
-			die("%s: %s: %s", cmd->name, t, strerror(errno));
-		if (strcmp(cmd->name, "mount") == 0 && st.st_uid != uid)
-			die("mount: %s: permission denied (not a directory of yours)", t);
+			die("mount: %s: %s", pos[2], strerror(errno));
+		if (st.st_uid != uid)
+			die("mount: %s: permission denied (not a directory of yours)", pos[2]);
 		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
 		target = malloc(PATH_MAX);
 		n = target ? readlink(fdpath, target, PATH_MAX - 1) : -1;
 		if (n <= 0 || target[0] != '/')
-			die("%s: %s: cannot tell its path", cmd->name, t);
+			die("mount: %s: cannot tell its path", pos[2]);
 		target[n] = 0;
-		/* umount: an fd of ours would keep the view busy */
-		if (strcmp(cmd->name, "umount") == 0)
-			close(fd);
-		else if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
-			die("%s: %s", cmd->name, strerror(errno));
+		if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
+			die("mount: %s", strerror(errno));
+	} else if (strcmp(cmd->name, "umount") == 0) {
+		/* By path: umount checks the view's recorded owner.  A view
+		 * whose daemon died answers ENOTCONN: its parent then. */
+		target = realpath(pos[0], NULL);
+		if (!target && errno == ENOTCONN) {
+			char *dup = strdup(pos[0]), *slash = dup ? strrchr(dup, '/') : NULL, *parent;
+
+			if (slash && slash[1]) {
+				*slash = 0;
+				parent = realpath(slash == dup ? "/" : dup, NULL);
+				if (parent && asprintf(&target, "%s/%s", strcmp(parent, "/") ?
+						       parent : "", slash + 1) < 0)
+					target = NULL;
+				free(parent);
+			}
+			free(dup);
+			errno = ENOTCONN;
+		}
+		if (!target)
+			die("umount: %s: %s", pos[0], strerror(errno));
 	}
 	if (seteuid(0) < 0)
 		die("%s: cannot regain privileges: %s", cmd->name, strerror(errno));

@@ -103,6 +103,11 @@ test_delegated_user_lists_takes_and_diffs() {
 	as "$ALICE" "$OVSNAP" take --keep last=1 "$SRC"
 	denied "take --keep"
 	assertEquals "take --keep dropped nothing" 3 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	# a value that looks like an option stays a value
+	as "$ALICE" "$OVSNAP" take -d --keep=last=1 "$SRC"
+	assertEquals "take -d --keep=...: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "it took a snapshot and dropped nothing" 4 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	assertContains "described as given" "$("$OVSNAP" list "$SRC")" "--keep=last=1"
 	# the store stays root's: delegation made nothing of it readable
 	as "$ALICE" ls "$OVS_MNT/.ovsnap"
 	assertNotEquals "alice cannot list the store: $(ovs_ran)" 0 "$OVS_RC"
