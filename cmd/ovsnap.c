@@ -451,7 +451,8 @@ static bool names_volume(int argc, const char **argv)
 /*
  * A user's command that a volume's settings may allow: re-executed
  * through the setuid-root ovsnap-delegate, which checks them
- * (ovsnap-delegate(8)).  Returns only when that cannot be done.
+ * (ovsnap-delegate(8)).  Returns only when that cannot be done: the
+ * exit status, or -1 for a command that then runs with the user's rights.
  */
 static int run_delegated(const struct cmd_struct *c, int argc, const char **argv)
 {
@@ -460,6 +461,9 @@ static int run_delegated(const struct cmd_struct *c, int argc, const char **argv
 	struct stat st;
 
 	if (stat(helper, &st) < 0 || st.st_uid != 0 || !(st.st_mode & S_ISUID)) {
+		/* list is no root's command: it runs with the user's rights */
+		if (!(c->flags & CMD_NEEDS_ROOT))
+			return -1;
 		ovs_error("%s: must be run as root (%s, which lets users a volume's settings "
 			  "allow run it, is not installed setuid root)", c->name, helper);
 		return EXIT_FAIL;
@@ -508,8 +512,11 @@ int main(int argc, const char **argv)
 		return EXIT_USAGE;
 	}
 	if ((c->flags & CMD_DELEGABLE) && geteuid() != 0 && !asks_help(argc, argv) &&
-	    ((c->flags & CMD_NEEDS_ROOT) || names_volume(argc, argv)))
-		return run_delegated(c, argc, argv);
+	    ((c->flags & CMD_NEEDS_ROOT) || names_volume(argc, argv))) {
+		status = run_delegated(c, argc, argv);
+		if (status >= 0)
+			return status;
+	}
 	if ((c->flags & CMD_NEEDS_ROOT) && !asks_help(argc, argv)) {
 		if (geteuid() != 0) {
 			ovs_error("%s: must be run as root", c->name);

@@ -227,10 +227,17 @@ test_environment_does_not_steer_the_helper() {
 test_helper_not_setuid_says_so() {
 	fresh || return
 	as "$ALICE" env OVSNAP_DELEGATE="$(dirname "$OVSNAP")/ovsnap-delegate" \
-		"$OVSNAP" list "$SRC"
+		"$OVSNAP" take "$SRC"
 	assertEquals "exit: $(ovs_ran)" 1 "$OVS_RC"
 	assertContains "says the helper is not setuid: $(ovs_ran)" "$OVS_ERR" \
 		"is not installed setuid root"
+	assertEquals "one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	# list is no root's command: without the helper it runs with her own
+	# rights, which do not reach the store
+	as "$ALICE" env OVSNAP_DELEGATE="$(dirname "$OVSNAP")/ovsnap-delegate" \
+		"$OVSNAP" list "$SRC"
+	assertEquals "list without the helper: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "list without the helper: $(ovs_ran)" "$OVS_ERR" "Permission denied"
 	as "$ALICE" "$(dirname "$OVSNAP")/ovsnap-delegate" list "$SRC"
 	assertEquals "the helper itself: exit" 1 "$OVS_RC"
 	assertContains "the helper itself says so: $(ovs_ran)" "$OVS_ERR" "not installed setuid root"
