@@ -169,6 +169,14 @@ test_mount_refusals() {
 	denied "mount -o suid"
 	as "$ALICE" "$OVSNAP" mount --kernel "$SRC" 1 "$HOME_A/mine"
 	denied "mount --kernel"
+	# The path swapped for another directory after the helper checked
+	# it: the CLI (as the helper runs it) compares the directory it was
+	# handed with what the path names now, and refuses.
+	mkdir "$HOME_A/other"
+	chown "$ALICE" "$HOME_A/other"
+	ovs_run env OVSNAP_DELEGATED_UID="$(id -u "$ALICE")" OVSNAP_DELEGATED_TARGET_FD=3 \
+		"$OVSNAP" mount "$SRC" 1 "$HOME_A/mine" 3<"$HOME_A/other"
+	denied "mount on a path that no longer names the checked directory"
 	assertEquals "nothing was mounted" "" "$(findmnt -rn -o TARGET | grep "^$HOMES\|^$OVS_TMP/rootdir")"
 	# root's view: no user unmounts it
 	"$OVSNAP" mount "$SRC" 1 "$OVS_TMP/rootdir" || fail "root's mount"
