@@ -404,6 +404,13 @@ int main(int argc, char **argv)
 	if (src) {
 		struct ovs_volume *v = NULL;
 
+		struct stat cst;
+
+		/* Rule 20: settings that grant root's rights must be root's
+		 * alone, the directory too (no file renamed in by a user). */
+		if (stat(ovs_conf_dir(), &cst) == 0 && (cst.st_uid != 0 || (cst.st_mode & 022)))
+			die("%s %s: permission denied (%s is not root's alone)", cmd->name, src,
+			    ovs_conf_dir());
 		rc = ovs_conf_load(src, &conf);
 		if (rc < 0)
 			die("%s %s: permission denied (%s)", cmd->name, src, ovs_last_error());

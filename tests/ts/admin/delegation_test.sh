@@ -232,6 +232,19 @@ test_environment_does_not_steer_the_helper() {
 	assertContains "still the real registry" "$OVS_OUT" " 2 "
 }
 
+test_settings_writable_by_others_grant_nothing() {
+	fresh || return
+	chmod 0777 "$OVSNAP_CONF_DIR"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings directory writable by all"
+	assertContains "it names the directory" "$OVS_ERR" "$OVSNAP_CONF_DIR"
+	chmod 0755 "$OVSNAP_CONF_DIR"
+	chmod 0666 "$CONF"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings file writable by all"
+	chmod 0644 "$CONF"
+}
+
 test_helper_not_setuid_says_so() {
 	fresh || return
 	as "$ALICE" env OVSNAP_DELEGATE="$(dirname "$OVSNAP")/ovsnap-delegate" \
