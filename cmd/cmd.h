@@ -23,6 +23,9 @@ enum {
 enum cmd_flags {
 	CMD_NEEDS_ROOT = 1 << 0,
 	CMD_HIDDEN = 1 << 1,
+	/* a user named in a volume's settings may run it through
+	 * ovsnap-delegate (ovsnap.conf(5) DELEGATION) */
+	CMD_DELEGABLE = 1 << 2,
 };
 
 struct cmd_struct {
@@ -85,6 +88,11 @@ int ovs_check_exclusive(const char *cmd, const struct ovs_excl *rows,
  * NULL on failure. */
 char *ovs_resolve_source(const char *cmd, const char *arg);
 
+/* Run by ovsnap-delegate for a user: that user's uid, else -1.  Only
+ * root's own process (the helper scrubs the caller's environment) sees
+ * OVSNAP_DELEGATED_UID at all. */
+long ovs_delegated_uid(void);
+
 /* A JSON string on stdout, with the escapes RFC 8259 requires. */
 void ovs_json_string(const char *s);
 /* {"id": N, "name": "NAME"} (name null when none), for drop and merge
@@ -99,6 +107,8 @@ int ovs_not_built(const char *cmd);
  * /dev/null, stderr appended to log, fd 3 a pipe on which it answers "ok"
  * once ready or "err MESSAGE".  Returns its pid, or -errno with a message.
  */
+/* >= 0: ovs_spawn_ready() hands this fd to the child as its fd 4 */
+extern int ovs_spawn_pass_fd;
 pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms);
 /* The program name: $envvar if set, else the one next to this binary (a
  * build tree), else the installed one in SBINDIR. */

@@ -158,12 +158,18 @@ fail:
 
 /* ---- a daemon-served view ------------------------------------------------ */
 
+/*
+ * target_fd >= 0 (a delegated mount): the view goes on that very
+ * directory, through /proc/self/fd/4 in the view daemon, not on whatever
+ * the path names by then; owner_uid is recorded for umount.
+ */
 static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *target,
-			     const struct view_mount_opts *o)
+			     const struct view_mount_opts *o, int target_fd, long owner_uid)
 {
-	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[64];
+	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[64], ownerfile[PATH_MAX];
 	char *argv[] = { "ovsnap-viewd", "--ready-fd", "3", "-o", o->fuse,
-			 (char *)ovs_volume_source(v), idstr, (char *)target, NULL };
+			 (char *)ovs_volume_source(v), idstr,
+			 target_fd >= 0 ? "/proc/self/fd/4" : (char *)target, NULL };
 	struct stat st;
 	pid_t pid;
 	int rc, rundir;
@@ -172,11 +178,16 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 	if (rc < 0)
 		return rc;
 	if (ovs_view_run_file(target, "log", log, sizeof(log)) < 0 ||
-	    ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0)
+	    ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) < 0 ||
+	    ovs_view_run_file(target, "owner", ownerfile, sizeof(ownerfile)) < 0)
 		return ovs_err(ENAMETOOLONG, "%s: path too long", target);
+	/* a stale record must not make a root's view a user's */
+	unlink(ownerfile);
 	snprintf(idstr, sizeof(idstr), "%" PRIu64, id);
+	ovs_spawn_pass_fd = target_fd;
 	pid = ovs_spawn_ready(ovs_helper_path("ovsnap-viewd", "OVSNAP_VIEWD"), argv, log,
 			      VIEWD_START_TIMEOUT_MS);
+	ovs_spawn_pass_fd = -1;
 	if (pid < 0)
 		return pid;
 	/*
@@ -198,6 +209,19 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 	rc = rundir < 0 ? -errno :
 	     ovs_write_file_atomic(rundir, strrchr(pidfile, '/') + 1, pidtext, strlen(pidtext),
 				   0644);
+	if (owner_uid >= 0) {
+		char uidtext[32];
+		int orc;
+
+		/* Who may unmount it besides root (ovsnap-delegate(8)). */
+		snprintf(uidtext, sizeof(uidtext), "%ld\n", owner_uid);
+		orc = rundir < 0 ? -EBADF :
+		      ovs_write_file_atomic(rundir, strrchr(ownerfile, '/') + 1, uidtext,
+					    strlen(uidtext), 0644);
+		if (orc < 0)
+			fprintf(stderr, "%s: mount: warning: cannot record the view's owner in "
+				"%s; only root can unmount it\n", ovs_progname, ownerfile);
+	}
 	if (rundir >= 0)
 		close(rundir);
 	if (rc < 0)
@@ -300,7 +324,8 @@ int cmd_mount(int argc, const char **argv)
 	const char **args;
 	size_t first = 0;
 	poptContext pc;
-	int nargs, status, rc;
+	long delegated = ovs_delegated_uid();
+	int nargs, status, rc, target_fd = -1;
 
 	pc = ovs_popt_parse("mount", argc, argv, mount_options, "SRC SNAP TARGET", &status);
 	if (!pc)
@@ -331,6 +356,27 @@ int cmd_mount(int argc, const char **argv)
 	target = check_target(args[2], v);
 	if (!target)
 		goto out;
+	if (delegated >= 0) {
+		/* ovsnap-delegate checked the directory it opened (the
+		 * caller's, no symlink) and handed it over on fd 3; the view
+		 * goes on it, wherever the path points now. */
+		const char *e = getenv("OVSNAP_DELEGATED_TARGET_FD");
+		struct stat a, b;
+
+		target_fd = e && strcmp(e, "3") == 0 ? fcntl(3, F_DUPFD_CLOEXEC, 10) : -1;
+		if (target_fd < 0 || fstat(target_fd, &a) < 0 || stat(target, &b) < 0 ||
+		    a.st_dev != b.st_dev || a.st_ino != b.st_ino || a.st_uid != (uid_t)delegated) {
+			ovs_error("mount: %s: permission denied (not the directory of yours that "
+				  "was checked)", args[2]);
+			goto out;
+		}
+		close(3);
+		if (opt_kernel || !(vo.attr & MOUNT_ATTR_NOSUID) || !(vo.attr & MOUNT_ATTR_NODEV)) {
+			ovs_error("mount: permission denied (users get daemon-served views, "
+				  "nosuid,nodev)");
+			goto out;
+		}
+	}
 	if (opt_kernel) {
 		if (ovs_volume_active(v) || ovs_daemon_running(v)) {
 			ovs_error("mount --kernel: %s is active: overlayfs cannot follow layers "
@@ -342,7 +388,7 @@ int cmd_mount(int argc, const char **argv)
 			first++;
 		rc = mount_kernel_view(v, first, snap->id, target, &vo);
 	} else {
-		rc = mount_daemon_view(v, snap->id, target, &vo);
+		rc = mount_daemon_view(v, snap->id, target, &vo, target_fd, delegated);
 	}
 	if (rc < 0) {
 		ovs_error_lib(rc, "mount %s %s at %s", src, args[1], target);
@@ -350,6 +396,8 @@ int cmd_mount(int argc, const char **argv)
 	}
 	status = EXIT_OK;
 out:
+	if (target_fd >= 0)
+		close(target_fd);
 	free(vo.fuse);
 	free(target);
 	free(src);

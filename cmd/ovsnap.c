@@ -20,10 +20,10 @@ int ovs_opt_quiet;
 
 /* The one table: ovsnap --help, dispatch and the root check come from it. */
 const struct cmd_struct ovs_commands[] = {
-	{ "take",	cmd_take,	"take a snapshot of a directory (sets it up the first time)", CMD_NEEDS_ROOT },
-	{ "list",	cmd_list,	"list volumes, or the snapshots of one volume", 0 },
-	{ "mount",	cmd_mount,	"mount a read-only view of a snapshot", CMD_NEEDS_ROOT },
-	{ "umount",	cmd_umount,	"unmount a snapshot view", CMD_NEEDS_ROOT },
+	{ "take",	cmd_take,	"take a snapshot of a directory (sets it up the first time)", CMD_NEEDS_ROOT | CMD_DELEGABLE },
+	{ "list",	cmd_list,	"list volumes, or the snapshots of one volume", CMD_DELEGABLE },
+	{ "mount",	cmd_mount,	"mount a read-only view of a snapshot", CMD_NEEDS_ROOT | CMD_DELEGABLE },
+	{ "umount",	cmd_umount,	"unmount a snapshot view", CMD_NEEDS_ROOT | CMD_DELEGABLE },
 	{ "merge",	cmd_merge,	"merge adjacent snapshots into the oldest of them", CMD_NEEDS_ROOT },
 	{ "drop",	cmd_drop,	"delete snapshots, or prune them by a retention policy", CMD_NEEDS_ROOT },
 	{ "hold",	cmd_hold,	"hold snapshots: nothing removes them without --force", CMD_NEEDS_ROOT },
@@ -34,7 +34,7 @@ const struct cmd_struct ovs_commands[] = {
 	{ "activate",	cmd_activate,	"switch a volume's snapshot mount on", CMD_NEEDS_ROOT },
 	{ "deactivate",	cmd_deactivate,	"switch a volume's snapshot mount off", CMD_NEEDS_ROOT },
 	{ "forget",	cmd_forget,	"retire a volume: deactivate it, delete its snapshots and store", CMD_NEEDS_ROOT },
-	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT },
+	{ "diff",	cmd_diff,	"show what changed between snapshots, or since one", CMD_NEEDS_ROOT | CMD_DELEGABLE },
 	{ "config",	cmd_config,	"show the settings of a volume (its ovsnap.conf(5) file)", 0 },
 	{ "restore",	cmd_restore,	"make paths what they were in a snapshot", CMD_NEEDS_ROOT },
 	{ "rollback",	cmd_rollback,	"make the whole live tree a snapshot again", CMD_NEEDS_ROOT },
@@ -449,6 +449,64 @@ static bool asks_help(int argc, const char **argv)
 	return false;
 }
 
+long ovs_delegated_uid(void)
+{
+	const char *e = getenv("OVSNAP_DELEGATED_UID");
+	unsigned long uid;
+	char *end;
+
+	if (!e || !*e || getuid() != 0 || geteuid() != 0)
+		return -1;
+	errno = 0;
+	uid = strtoul(e, &end, 10);
+	return errno || *end || uid == 0 || uid >= (unsigned long)(uid_t)-1 ? -1 : (long)uid;
+}
+
+/* Whether a user's `ovsnap list ARGS` names a volume: only then is it
+ * delegated (listing the volumes stays as it is). */
+static bool names_volume(int argc, const char **argv)
+{
+	for (int i = 2; i < argc; i++)
+		if (argv[i][0] != '-' || strcmp(argv[i], "--") == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A user's command that a volume's settings may allow: re-executed
+ * through the setuid-root ovsnap-delegate, which checks them
+ * (ovsnap-delegate(8)).  Returns only when that cannot be done: the
+ * exit status, or -1 for a command that then runs with the user's rights.
+ */
+static int run_delegated(const struct cmd_struct *c, int argc, const char **argv)
+{
+	const char *helper = ovs_helper_path("ovsnap-delegate", "OVSNAP_DELEGATE");
+	const char **hargv;
+	struct stat st;
+
+	if (stat(helper, &st) < 0 || st.st_uid != 0 || !(st.st_mode & S_ISUID)) {
+		/* list is no root's command: it runs with the user's rights */
+		if (!(c->flags & CMD_NEEDS_ROOT))
+			return -1;
+		ovs_error("%s: must be run as root (%s, which lets users a volume's settings "
+			  "allow run it, is not installed setuid root)", c->name, helper);
+		return EXIT_FAIL;
+	}
+	hargv = calloc(argc + 1, sizeof(*hargv));
+	if (!hargv) {
+		ovs_error("%s: %s", c->name, strerror(ENOMEM));
+		return EXIT_FAIL;
+	}
+	hargv[0] = "ovsnap-delegate";
+	for (int i = 1; i < argc; i++)
+		hargv[i] = argv[i];
+	fflush(stdout);
+	execv(helper, (char *const *)hargv);
+	ovs_error("%s: cannot run %s: %s", c->name, helper, strerror(errno));
+	free(hargv);
+	return EXIT_FAIL;
+}
+
 int main(int argc, const char **argv)
 {
 	const struct cmd_struct *c;
@@ -476,6 +534,12 @@ int main(int argc, const char **argv)
 		ovs_error("'%s' is not an ovsnap command", argv[1]);
 		fprintf(stderr, "Try '%s --help' for more information.\n", ovs_progname);
 		return EXIT_USAGE;
+	}
+	if ((c->flags & CMD_DELEGABLE) && geteuid() != 0 && !asks_help(argc, argv) &&
+	    ((c->flags & CMD_NEEDS_ROOT) || names_volume(argc, argv))) {
+		status = run_delegated(c, argc, argv);
+		if (status >= 0)
+			return status;
 	}
 	if ((c->flags & CMD_NEEDS_ROOT) && !asks_help(argc, argv)) {
 		if (geteuid() != 0) {

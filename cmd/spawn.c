@@ -21,7 +21,10 @@
  * Start a helper process the way the CLI starts ovsnapd: fork, setsid,
  * stdin/stdout to /dev/null, stderr to log, a pipe on fd 3 on which it
  * says "ok" once it is ready or "err MESSAGE".  Returns its pid.
+ * ovs_spawn_pass_fd >= 0: that fd is the child's fd 4 as well.
  */
+int ovs_spawn_pass_fd = -1;
+
 pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int timeout_ms)
 {
 	char buf[1024];
@@ -40,7 +43,8 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 		return ovs_err(rc, "fork: %s", strerror(rc));
 	}
 	if (pid == 0) {
-		int fd;
+		/* out of the way of 0-4 before they are set up */
+		int fd, pass = ovs_spawn_pass_fd >= 0 ? fcntl(ovs_spawn_pass_fd, F_DUPFD, 10) : -1;
 
 		setsid();
 		fd = open("/dev/null", O_RDWR);
@@ -56,7 +60,16 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 			close(pipefd[1]);
 		}
 		fcntl(3, F_SETFD, 0);
-		close_range(4, ~0U, 0);
+		if (pass >= 0 && dup2(pass, 4) == 4) {
+			close_range(5, ~0U, 0);
+		} else {
+			if (ovs_spawn_pass_fd >= 0) {
+				dprintf(3, "err cannot pass fd %d: %s\n", ovs_spawn_pass_fd,
+					strerror(errno));
+				_exit(127);
+			}
+			close_range(4, ~0U, 0);
+		}
 		execv(prog, argv);
 		dprintf(3, "err cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);

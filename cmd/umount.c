@@ -84,11 +84,27 @@ static void wait_gone(pid_t pid)
 	}
 }
 
+/* Whether the view's owner record (written by a delegated mount) names
+ * uid: a user unmounts only the views it mounted. */
+static bool view_owned_by(const char *ownerfile, long uid)
+{
+	char buf[32] = "";
+	FILE *f = *ownerfile ? fopen(ownerfile, "re") : NULL;
+	bool mine;
+
+	if (!f)
+		return false;
+	mine = fgets(buf, sizeof(buf), f) && strtol(buf, NULL, 10) == uid && uid > 0;
+	fclose(f);
+	return mine;
+}
+
 int cmd_umount(int argc, const char **argv)
 {
 	struct ovs_view_mount vm = { 0 };
 	struct libmnt_context *cxt = NULL;
-	char pidfile[PATH_MAX] = "", *target = NULL;
+	char pidfile[PATH_MAX] = "", ownerfile[PATH_MAX] = "", *target = NULL;
+	long delegated = ovs_delegated_uid();
 	const char **args;
 	poptContext pc;
 	int nargs, status, rc;
@@ -113,6 +129,12 @@ int cmd_umount(int argc, const char **argv)
 	}
 	if (rc == 0) {
 		ovs_error("umount: %s: not an ovsnap snapshot view", args[0]);
+		goto out;
+	}
+	if (ovs_view_run_file(target, "owner", ownerfile, sizeof(ownerfile)) < 0)
+		*ownerfile = 0;
+	if (delegated >= 0 && !view_owned_by(ownerfile, delegated)) {
+		ovs_error("umount: %s: permission denied (not a view you mounted)", args[0]);
 		goto out;
 	}
 	if (!vm.kernel && ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) == 0)
@@ -149,6 +171,8 @@ int cmd_umount(int argc, const char **argv)
 		wait_gone(pid);
 	if (*pidfile)
 		unlink(pidfile);
+	if (*ownerfile)
+		unlink(ownerfile);
 	status = EXIT_OK;
 out:
 	if (cxt)

@@ -87,6 +87,14 @@ test_walk_far_more_files_than_the_fd_limit() {
 	status=$(daemon_status)
 	bound=$(status_field fdbound "$status")
 	nodes=$(status_field nodes "$status")
+	# Another process's drop_caches (or memory pressure) makes the
+	# kernel forget inodes: walk again so that they are cached when
+	# counted (the fds held are sampled during the first walk above).
+	for ((i = 0; i < 3 && ${nodes:-0} <= 1024; i++)); do
+		find "$src" -type f -printf '%s\n' >/dev/null 2>&1
+		status=$(daemon_status)
+		nodes=$(status_field nodes "$status")
+	done
 	assertEquals "the cache's bound is a quarter of the limit ($status)" 256 "$bound"
 	assertTrue "the kernel cached more inodes than the fd limit: $nodes nodes" \
 		"[ ${nodes:-0} -gt 1024 ]"

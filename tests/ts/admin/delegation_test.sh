@@ -1,0 +1,267 @@
+#!/bin/bash
+# Delegation to users (issue 14 item 7): users and groups named in a
+# volume's ALLOW_USERS/ALLOW_GROUPS run list, diff, take, mount and umount
+# through the setuid-root ovsnap-delegate; everyone else gets "permission
+# denied"; no one reads the store; views are nosuid,nodev, on a directory
+# of the caller's, unmounted by their owner only, and grant what the real
+# filesystem grants (DESIGN.md rule 19); the caller's environment steers
+# nothing.
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+ovs_require_fs xfs
+ovs_require_cmd useradd userdel groupadd groupdel setpriv systemd-escape findmnt
+
+# Two throw-away users with names of their own (removed in oneTimeTearDown,
+# also after a failure): $ALICE is named in the settings, $BOB is not.
+ALICE=ovsdg-a$$
+BOB=ovsdg-b$$
+GROUP=ovsdg-g$$
+
+oneTimeSetUp() {
+	ovs_onetime_setup
+	groupadd "$GROUP" || return 1
+	useradd --no-create-home --shell /bin/sh "$ALICE" || return 1
+	useradd --no-create-home --shell /bin/sh -G "$GROUP" "$BOB" || return 1
+	# The helper as an admin installs it: root's, 4755, next to the
+	# programs it runs, on a filesystem without nosuid.  The .env file
+	# (root's, in root's directory) points it at this test's directories.
+	BIN=$OVS_TMP/bin
+	mkdir -m 0755 "$BIN"
+	cp "$OVSNAP" "$(dirname "$OVSNAP")/ovsnapd" "$(dirname "$OVSNAP")/ovsnap-viewd" \
+		"$(dirname "$OVSNAP")/ovsnap-delegate" "$BIN"/ || return 1
+	chmod 4755 "$BIN/ovsnap-delegate"
+	printf 'OVSNAP_STATE_DIR=%s\nOVSNAP_RUN_DIR=%s\nOVSNAP_CONF_DIR=%s\nOVSNAP_DAEMON_START=fork\n' \
+		"$OVSNAP_STATE_DIR" "$OVSNAP_RUN_DIR" "$OVSNAP_CONF_DIR" >"$BIN/ovsnap-delegate.env"
+	HOMES=$OVS_TMP/homes
+	mkdir -m 0755 "$HOMES"
+	export OVSNAP_DELEGATE=$BIN/ovsnap-delegate
+}
+
+oneTimeTearDown() {
+	ovs_onetime_teardown
+	userdel "$ALICE" 2>/dev/null
+	userdel "$BOB" 2>/dev/null
+	groupdel "$GROUP" 2>/dev/null
+	# ovs_cleanup unmounts what is left; nothing of the users remains
+	! id "$ALICE" >/dev/null 2>&1 && ! id "$BOB" >/dev/null 2>&1 ||
+		echo "delegation_test: could not remove $ALICE or $BOB" >&2
+}
+
+# as USER CMD...: run CMD as USER with its own groups and no capabilities
+# (ovs_run sets $OVS_RC, $OVS_OUT, $OVS_ERR); the bounding set stays, as
+# for a user who logged in, so the setuid helper can become root.
+as() {
+	local user=$1
+	shift
+	ovs_run setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups \
+		--inh-caps=-all -- "$@"
+}
+
+# A volume at $SRC with two snapshots (a.txt changed between them), a
+# file only root may read, and settings that allow $ALICE; $HOME_A and
+# $HOME_B are directories of the two users.
+fresh() {
+	ovs_mkfs xfs || return 1
+	SRC=$OVS_MNT/src
+	mkdir "$SRC"
+	echo one >"$SRC/a.txt"
+	echo secret >"$SRC/secret"
+	chmod 0600 "$SRC/secret"
+	"$OVSNAP" take -q "$SRC" >/dev/null || { fail "take 1"; return 1; }
+	echo two >"$SRC/a.txt"
+	"$OVSNAP" take -q "$SRC" >/dev/null || { fail "take 2"; return 1; }
+	CONF=$OVSNAP_CONF_DIR/$(systemd-escape --path "$SRC").conf
+	printf 'ALLOW_USERS=%s\n' "$ALICE" >"$CONF"
+	rm -rf "$HOMES"/*
+	HOME_A=$HOMES/a
+	HOME_B=$HOMES/b
+	mkdir "$HOME_A" "$HOME_B"
+	chown "$ALICE" "$HOME_A"
+	chown "$BOB" "$HOME_B"
+}
+
+# denied WHAT: the last run failed with one line saying "permission denied".
+denied() {
+	assertEquals "$1: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "$1: says permission denied: $(ovs_ran)" "$OVS_ERR" "permission denied"
+	assertEquals "$1: one line: $(ovs_ran)" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+}
+
+test_delegated_user_lists_takes_and_diffs() {
+	fresh || return
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	assertEquals "list: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "list shows both snapshots" 2 "$(printf '%s\n' "$OVS_OUT" | grep -c '^ *[12] ')"
+	as "$ALICE" "$OVSNAP" diff "$SRC" 1 2
+	assertEquals "diff: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "diff names the changed file" "$OVS_OUT" "a.txt"
+	as "$ALICE" "$OVSNAP" take --description "by alice" "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "take prints the id" 3 "$OVS_OUT"
+	assertContains "the snapshot is there for root too" "$("$OVSNAP" list "$SRC")" "by alice"
+	# options that prune, pin or set up stay root's
+	as "$ALICE" "$OVSNAP" take --keep last=1 "$SRC"
+	denied "take --keep"
+	assertEquals "take --keep dropped nothing" 3 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	# a value that looks like an option stays a value
+	as "$ALICE" "$OVSNAP" take -d --keep=last=1 "$SRC"
+	assertEquals "take -d --keep=...: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "it took a snapshot and dropped nothing" 4 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	assertContains "described as given" "$("$OVSNAP" list "$SRC")" "--keep=last=1"
+	# the store stays root's: delegation made nothing of it readable
+	as "$ALICE" ls "$OVS_MNT/.ovsnap"
+	assertNotEquals "alice cannot list the store: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the store is still 0700" 700 "$(stat -c %a "$OVS_MNT/.ovsnap")"
+}
+
+test_group_is_delegated() {
+	fresh || return
+	printf 'ALLOW_GROUPS=%s\n' "$GROUP" >"$CONF"
+	as "$BOB" "$OVSNAP" list "$SRC"
+	assertEquals "a member of ALLOW_GROUPS lists: $(ovs_ran)" 0 "$OVS_RC"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, no longer named"
+}
+
+test_delegated_user_mounts_and_umounts_its_view() {
+	fresh || return
+	mkdir "$HOME_A/view"
+	chown "$ALICE" "$HOME_A/view"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$HOME_A/view"
+	assertEquals "mount: $(ovs_ran)" 0 "$OVS_RC"
+	assertTrue "the view is mounted" "mountpoint -q '$HOME_A/view'"
+	local opts
+	opts=$(findmnt -n -o OPTIONS --mountpoint "$HOME_A/view")
+	assertContains "nosuid: $opts" ",$opts," ",nosuid,"
+	assertContains "nodev: $opts" ",$opts," ",nodev,"
+	as "$ALICE" cat "$HOME_A/view/a.txt"
+	assertEquals "alice reads snapshot 1 through it" "one" "$OVS_OUT"
+	# rule 19: the view grants what the real filesystem grants
+	as "$ALICE" cat "$HOME_A/view/secret"
+	assertNotEquals "alice cannot read root's 0600 file: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "root can" "secret" "$(cat "$HOME_A/view/secret")"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	# the owner alone unmounts it
+	as "$BOB" "$OVSNAP" umount "$HOME_A/view"
+	denied "bob's umount of alice's view"
+	assertTrue "still mounted" "mountpoint -q '$HOME_A/view'"
+	as "$ALICE" "$OVSNAP" umount "$HOME_A/view"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+	assertFalse "unmounted" "mountpoint -q '$HOME_A/view'"
+	assertEquals "no owner record left" "" "$(ls "$OVSNAP_RUN_DIR" | grep '\.owner$')"
+}
+
+test_mount_refusals() {
+	fresh || return
+	mkdir "$HOME_B/view" "$HOME_A/mine" "$OVS_TMP/rootdir"
+	chown "$BOB" "$HOME_B/view"
+	chown "$ALICE" "$HOME_A/mine"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$HOME_B/view"
+	denied "mount over bob's directory"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$OVS_TMP/rootdir"
+	denied "mount over root's directory"
+	# a symlink of hers to a directory of hers: refused, not followed
+	ln -s "$HOME_A/mine" "$HOME_A/link"
+	chown -h "$ALICE" "$HOME_A/link"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$HOME_A/link"
+	assertEquals "mount over a symlink: exit: $(ovs_ran)" 1 "$OVS_RC"
+	as "$ALICE" "$OVSNAP" mount -o suid "$SRC" 1 "$HOME_A/mine"
+	denied "mount -o suid"
+	as "$ALICE" "$OVSNAP" mount --kernel "$SRC" 1 "$HOME_A/mine"
+	denied "mount --kernel"
+	# The path swapped for another directory after the helper checked
+	# it: the CLI (as the helper runs it) compares the directory it was
+	# handed with what the path names now, and refuses.
+	mkdir "$HOME_A/other"
+	chown "$ALICE" "$HOME_A/other"
+	ovs_run env OVSNAP_DELEGATED_UID="$(id -u "$ALICE")" OVSNAP_DELEGATED_TARGET_FD=3 \
+		"$OVSNAP" mount "$SRC" 1 "$HOME_A/mine" 3<"$HOME_A/other"
+	denied "mount on a path that no longer names the checked directory"
+	assertEquals "nothing was mounted" "" "$(findmnt -rn -o TARGET | grep "^$HOMES\|^$OVS_TMP/rootdir")"
+	# root's view: no user unmounts it
+	"$OVSNAP" mount "$SRC" 1 "$OVS_TMP/rootdir" || fail "root's mount"
+	as "$ALICE" "$OVSNAP" umount "$OVS_TMP/rootdir"
+	denied "alice's umount of root's view"
+	assertTrue "root's view is still mounted" "mountpoint -q '$OVS_TMP/rootdir'"
+	"$OVSNAP" umount "$OVS_TMP/rootdir"
+}
+
+test_undelegated_user_is_denied() {
+	fresh || return
+	mkdir "$HOME_B/view"
+	chown "$BOB" "$HOME_B/view"
+	as "$BOB" "$OVSNAP" list "$SRC"
+	denied "bob: list"
+	as "$BOB" "$OVSNAP" diff "$SRC" 1 2
+	denied "bob: diff"
+	as "$BOB" "$OVSNAP" take "$SRC"
+	denied "bob: take"
+	as "$BOB" "$OVSNAP" mount "$SRC" 1 "$HOME_B/view"
+	denied "bob: mount"
+	assertFalse "nothing mounted for bob" "mountpoint -q '$HOME_B/view'"
+	as "$BOB" "$OVSNAP" list --json "$SRC"
+	denied "bob: list --json"
+	# a view root mounted in bob's own directory is still not his
+	"$OVSNAP" mount "$SRC" 1 "$HOME_B/view" || fail "root's mount in bob's directory"
+	as "$BOB" "$OVSNAP" umount "$HOME_B/view"
+	denied "bob: umount"
+	assertTrue "root's view is still there" "mountpoint -q '$HOME_B/view'"
+	"$OVSNAP" umount "$HOME_B/view"
+	assertEquals "no snapshot was taken" 2 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+	as "$BOB" ls "$OVS_MNT/.ovsnap"
+	assertNotEquals "bob cannot list the store: $(ovs_ran)" 0 "$OVS_RC"
+	# a command delegation does not cover
+	as "$ALICE" "$OVSNAP" drop "$SRC" 1
+	assertEquals "drop stays root's: $(ovs_ran)" 1 "$OVS_RC"
+}
+
+test_environment_does_not_steer_the_helper() {
+	fresh || return
+	# Settings that would allow bob, root's own (so they pass the owner
+	# check), in a directory bob names through the environment.
+	local evil=$OVS_TMP/evil-conf
+	mkdir -p "$evil"
+	printf 'ALLOW_USERS=%s\n' "$BOB" >"$evil/$(basename "$CONF")"
+	as "$BOB" env OVSNAP_CONF_DIR="$evil" OVSNAP_STATE_DIR=/nonexistent \
+		"$OVSNAP" list "$SRC"
+	denied "bob with OVSNAP_CONF_DIR of his choosing"
+	# alice's state and run directories of her own are not used either
+	as "$ALICE" env OVSNAP_STATE_DIR=/nonexistent OVSNAP_RUN_DIR=/nonexistent \
+		OVSNAP_VIEWD=/bin/false "$OVSNAP" list "$SRC"
+	assertEquals "alice's list with a bogus environment: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "still the real registry" "$OVS_OUT" " 2 "
+}
+
+test_settings_writable_by_others_grant_nothing() {
+	fresh || return
+	chmod 0777 "$OVSNAP_CONF_DIR"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings directory writable by all"
+	assertContains "it names the directory" "$OVS_ERR" "$OVSNAP_CONF_DIR"
+	chmod 0755 "$OVSNAP_CONF_DIR"
+	chmod 0666 "$CONF"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings file writable by all"
+	chmod 0644 "$CONF"
+}
+
+test_helper_not_setuid_says_so() {
+	fresh || return
+	as "$ALICE" env OVSNAP_DELEGATE="$(dirname "$OVSNAP")/ovsnap-delegate" \
+		"$OVSNAP" take "$SRC"
+	assertEquals "exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "says the helper is not setuid: $(ovs_ran)" "$OVS_ERR" \
+		"is not installed setuid root"
+	assertEquals "one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	# list is no root's command: without the helper it runs with her own
+	# rights, which do not reach the store
+	as "$ALICE" env OVSNAP_DELEGATE="$(dirname "$OVSNAP")/ovsnap-delegate" \
+		"$OVSNAP" list "$SRC"
+	assertEquals "list without the helper: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "list without the helper: $(ovs_ran)" "$OVS_ERR" "Permission denied"
+	as "$ALICE" "$(dirname "$OVSNAP")/ovsnap-delegate" list "$SRC"
+	assertEquals "the helper itself: exit" 1 "$OVS_RC"
+	assertContains "the helper itself says so: $(ovs_ran)" "$OVS_ERR" "not installed setuid root"
+}
+
+. "$SHUNIT2"
