@@ -561,13 +561,25 @@ static bool test_hooks(void)
  * Test hook of the rule 13 tests: with OVSNAPD_TEST_HOOKS=1 and
  * OVSNAPD_TEST_PRESERVE_GATE=PATH, a request that went through the
  * preservation path waits, still holding its layer, for as long as PATH
- * exists: a preserve as long as the test wants.
+ * exists: a preserve as long as the test wants.  With
+ * OVSNAPD_TEST_PRESERVE_GATE_IN=NAME as well, only a request that
+ * preserved something at or below SRC's top-level entry NAME waits, so
+ * that one preserve is held while others run (issue 13).
  */
-void test_preserve_gate(void)
+bool test_preserve_gate_wants(const struct ovs_relpath *path)
+{
+	const char *in = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") : NULL;
+
+	return in && path->n > 0 && strcmp(path->names[0], in) == 0;
+}
+
+void test_preserve_gate(bool in_dir)
 {
 	const char *gate = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE") : NULL;
 
 	if (!gate || access(gate, F_OK) < 0)
+		return;
+	if (getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") && !in_dir)
 		return;
 	dlog(LOG_INFO, "test hook: preserve held while %s exists", gate);
 	while (access(gate, F_OK) == 0)
