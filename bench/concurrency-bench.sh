@@ -9,7 +9,7 @@
 # and the ratio of the two.  With one global change lock the eight wait
 # for the whole copy; with locking by object they should not.
 # Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/concurrency-bench.sh
-# Needs about 3 x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}.
+# Needs about (ROUNDS + 2) x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
 
@@ -24,7 +24,8 @@ echo "size: ${PROCS} processes x ${FILES} first changes each; copy-up of ${SIZE_
 	"medians of ${ROUNDS}"
 echo
 
-mkimg ext4 "$((SIZE_MB * 3 + 1024))M"
+# The source, and one preserved copy per round.
+mkimg ext4 "$((SIZE_MB * (ROUNDS + 2) + 1024))M"
 src=$work/ext4/src
 mkdir -p "$src"
 for ((p = 0; p < PROCS; p++)); do
@@ -97,4 +98,5 @@ row "measure" "ms" "baseline" "ratio" ""
 row "${PROCS} x ${FILES} first changes" "$b" "-" "-" "rounds: ${base[*]}"
 row "the same during a ${SIZE_MB} MiB copy-up" "$w" "$b" "$(ratio "$w" "$b")" "rounds: ${with[*]}"
 row "the copy-up itself (first write to big)" "$c" "-" "-" \
-	"still copying when the ${PROCS} ended: $(awk '{ print $2 }' "$work/copy" | tr '\n' ' ')"
+	"rounds: $(awk '{ print $1 }' "$work/copy" | tr '\n' ' ')"
+echo "still copying when the ${PROCS} ended, by round: $(awk '{ print $2 }' "$work/copy" | tr '\n' ' ')"
