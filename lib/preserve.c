@@ -1,8 +1,9 @@
 /*
  * The preservation rules of DESIGN.md section 2, applied to one layer: the
  * daemon calls these before every change to SRC, under its own locks
- * (rule 9: one object's preserve and change at a time; preserves of
- * different objects run in parallel, see struct ovs_layer).  Every call is idempotent: what is already in the upper was
+ * (rule 9: one object's preserve and change at a time, all names of a
+ * hard-linked inode being one object; preserves of different objects run
+ * in parallel, see struct ovs_layer).  Every call is idempotent: what is already in the upper was
  * preserved first and wins, so a second call, or a call after a crash at
  * any point, finds the work done or finishes it.
  */
