@@ -5,7 +5,8 @@
 # something under SRC/held, for as long as the gate file exists), creates
 # in another folder and the first write of another file complete.  Then
 # every snapshot still equals the manifest recorded at its take.  (Two
-# racing first changes of one object: preserve_test.sh.)
+# racing first changes of one object: preserve_test.sh, and many
+# processes at once below.)
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 
@@ -109,6 +110,48 @@ changed" "$(cat "$SRC/held/file")"
 	take_snapshot
 	printf 'after\n' >>"$SRC/other/f1"
 	ovs_oracle_check "$SRC" "$MF"
+}
+
+# Many processes at once, each making first changes: different files in
+# its own folder, creates in one shared folder, and the same files (an
+# O_TRUNC open reaches the daemon without the kernel's inode lock).
+parallel_first_changes() {
+	local p i pids=() rc=0
+	mkdir "$SRC/shared"
+	for p in 0 1 2 3 4 5 6 7; do
+		mkdir "$SRC/p$p"
+		for i in $(seq 20); do printf '%s %s\n' "$p" "$i" >"$SRC/p$p/f$i"; done
+	done
+	for i in 1 2 3; do printf 'same %s\n' "$i" >"$SRC/same$i"; done
+	take_snapshot
+	for p in 0 1 2 3 4 5 6 7; do
+		(
+			for i in $(seq 20); do
+				printf 'changed\n' >>"$SRC/p$p/f$i" || exit 1
+				printf 'new\n' >"$SRC/shared/p$p.$i" || exit 1
+			done
+			for i in 1 2 3; do
+				printf 'by %s\n' "$p" >"$SRC/same$i" || exit 1
+			done
+		) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait_bounded 60 "$p" || rc=1
+	done
+	assertEquals "every process made its changes" 0 "$rc"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_parallel_first_changes_xfs() {
+	parallel_first_changes
+}
+
+test_parallel_first_changes_btrfs() {
+	ovs_teardown
+	FSTYPE=btrfs setUp
+	parallel_first_changes
 }
 
 test_concurrent_first_changes_xfs() {
