@@ -114,10 +114,16 @@ changed" "$(cat "$SRC/held/file")"
 
 # Many processes at once, each making first changes: different files in
 # its own folder, creates in one shared folder, and the same files (an
-# O_TRUNC open reaches the daemon without the kernel's inode lock).
+# O_TRUNC open reaches the daemon without the kernel's inode lock), among
+# them both names of hard-linked files at once: preserved twice in
+# parallel, the two names would each get a copy of their own (rule 6).
 parallel_first_changes() {
 	local p i pids=() rc=0
-	mkdir "$SRC/shared"
+	mkdir "$SRC/shared" "$SRC/la" "$SRC/lb"
+	for i in $(seq 30); do
+		printf 'linked %s\n' "$i" >"$SRC/la/l$i"
+		ln "$SRC/la/l$i" "$SRC/lb/l$i"
+	done
 	for p in 0 1 2 3 4 5 6 7; do
 		mkdir "$SRC/p$p"
 		for i in $(seq 20); do printf '%s %s\n' "$p" "$i" >"$SRC/p$p/f$i"; done
@@ -132,6 +138,18 @@ parallel_first_changes() {
 			done
 			for i in 1 2 3; do
 				printf 'by %s\n' "$p" >"$SRC/same$i" || exit 1
+			done
+		) &
+		pids+=($!)
+	done
+	for p in a b; do
+		(
+			for i in $(seq 30); do
+				if [ "$p" = a ]; then
+					printf 'appended\n' >>"$SRC/la/l$i" || exit 1
+				else
+					printf 'truncated\n' >"$SRC/lb/l$i" || exit 1
+				fi
 			done
 		) &
 		pids+=($!)
