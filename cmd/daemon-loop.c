@@ -289,6 +289,29 @@ static bool layers_wait_idle(bool all, long timeout_ms)
 	return idle;
 }
 
+/*
+ * Wait until nothing preserves into a retired layer but mine (a layer
+ * the caller preserves into, which a take may retire meanwhile).  Once
+ * a take switched layers, a preserve still running into the old layer
+ * reads SRC (the directories above its object, copied up as parents)
+ * as it was at the take: nothing of the new epoch may change SRC until
+ * it is done.
+ */
+void layers_wait_retired(const struct ovs_layer *mine)
+{
+	pthread_mutex_lock(&layers_lock);
+	for (;;) {
+		struct layer_ref *r = layer_refs;
+
+		while (r && (!r->retired || r->layer == mine))
+			r = r->next;
+		if (!r)
+			break;
+		pthread_cond_wait(&layers_cond, &layers_lock);
+	}
+	pthread_mutex_unlock(&layers_lock);
+}
+
 static unsigned preserving_count(void)
 {
 	unsigned n;

@@ -20,6 +20,9 @@
  *    A change of an object already covered in this epoch needs neither:
  *    a covered path stays covered for the life of the layer, whatever
  *    the object is renamed to (every new name it gets is covered first).
+ *    After a take, first changes wait until the preserves still running
+ *    into the retired layer are done (layers_wait_retired): those read
+ *    SRC's directories above their objects as they were at the take.
  *  - preserve_lock (rwlock): every change holds it for reading while it
  *    changes SRC, after its preservation (which holds a reference to its
  *    layer instead, see preserve_begin); a take holds it for writing only
@@ -205,6 +208,13 @@ static int preserve_begin(void)
 	pres_epoch = D.epoch;
 	failed = D.layer && !pres_layer;
 	pthread_rwlock_unlock(&D.preserve_lock);
+	/* Preserves of other objects into a layer a take retired still read
+	 * SRC's directories as they were at the take (the global change lock
+	 * this replaces kept every change back meanwhile): this first change
+	 * of the new epoch, and the changes of objects it covers, wait for
+	 * them. */
+	if (!failed)
+		layers_wait_retired(pres_layer);
 	return failed ? ENOMEM : 0;
 }
 

@@ -188,6 +188,8 @@ void request_count(void);
  * no snapshot; the layer stays open until put even if a take retires it. */
 struct ovs_layer *layer_get(void);
 void layer_put(struct ovs_layer *layer);
+/* Wait until no preserve runs into a retired layer other than mine. */
+void layers_wait_retired(const struct ovs_layer *mine);
 /* Test hooks of a preserve held as long as a test wants: wants() tells
  * whether preserving path makes the request one to hold under
  * OVSNAPD_TEST_PRESERVE_GATE_IN; gate() holds it (every request that went
