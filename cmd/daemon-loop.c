@@ -326,6 +326,29 @@ static bool layers_wait_idle(bool all, long timeout_ms)
 	return idle;
 }
 
+/*
+ * Wait until nothing preserves into a retired layer but mine (a layer
+ * the caller preserves into, which a take may retire meanwhile).  Once
+ * a take switched layers, a preserve still running into the old layer
+ * reads SRC (the directories above its object, copied up as parents)
+ * as it was at the take: nothing of the new epoch may change SRC until
+ * it is done.
+ */
+void layers_wait_retired(const struct ovs_layer *mine)
+{
+	pthread_mutex_lock(&layers_lock);
+	for (;;) {
+		struct layer_ref *r = layer_refs;
+
+		while (r && (!r->retired || r->layer == mine))
+			r = r->next;
+		if (!r)
+			break;
+		pthread_cond_wait(&layers_cond, &layers_lock);
+	}
+	pthread_mutex_unlock(&layers_lock);
+}
+
 static unsigned preserving_count(void)
 {
 	unsigned n;
@@ -602,13 +625,25 @@ static bool test_hooks(void)
  * Test hook of the rule 13 tests: with OVSNAPD_TEST_HOOKS=1 and
  * OVSNAPD_TEST_PRESERVE_GATE=PATH, a request that went through the
  * preservation path waits, still holding its layer, for as long as PATH
- * exists: a preserve as long as the test wants.
+ * exists: a preserve as long as the test wants.  With
+ * OVSNAPD_TEST_PRESERVE_GATE_IN=NAME as well, only a request that
+ * preserved something at or below SRC's top-level entry NAME waits, so
+ * that one preserve is held while others run (issue 13).
  */
-void test_preserve_gate(void)
+bool test_preserve_gate_wants(const struct ovs_relpath *path)
+{
+	const char *in = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") : NULL;
+
+	return in && path->n > 0 && strcmp(path->names[0], in) == 0;
+}
+
+void test_preserve_gate(bool in_dir)
 {
 	const char *gate = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE") : NULL;
 
 	if (!gate || access(gate, F_OK) < 0)
+		return;
+	if (getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") && !in_dir)
 		return;
 	dlog(LOG_INFO, "test hook: preserve held while %s exists", gate);
 	while (access(gate, F_OK) == 0)

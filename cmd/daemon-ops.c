@@ -4,12 +4,25 @@
  * preservation rules of DESIGN.md section 2 before every change.
  *
  * Locking (rules 9 and 13), outermost first:
- *  - change_lock (mutex): every namespace change, and every data or
+ *  - ns_lock (rwlock, readers preferred): a first change (a data or
  *    metadata change of an object not yet known covered in this epoch,
- *    holds it across preserve+change.  A change of an object already
- *    covered in this epoch needs nothing more: a covered path stays
- *    covered for the life of the layer, whatever the object is renamed to
- *    (every new name it gets is covered first).
+ *    a create) holds it for reading across preserve+change; a change that
+ *    moves names between objects (unlink, rmdir, rename, link) holds it
+ *    for writing, so the chains of names every preserve walks stay put
+ *    while it runs.  Readers preferred: a namespace change waiting for a
+ *    long preserve does not hold up the first changes behind it.
+ *  - a busy mark on the object a first change preserves (on the
+ *    directory, for a create), held across preserve+change: a second
+ *    first change of the same object waits for it and then finds it
+ *    covered, so two racing changes never both decide "not yet
+ *    preserved"; changes of other objects run in parallel (what they
+ *    share in the upper is serialised by the engine, struct ovs_layer).
+ *    A change of an object already covered in this epoch needs neither:
+ *    a covered path stays covered for the life of the layer, whatever
+ *    the object is renamed to (every new name it gets is covered first).
+ *    After a take, first changes wait until the preserves still running
+ *    into the retired layer are done (layers_wait_retired): those read
+ *    SRC's directories above their objects as they were at the take.
  *  - preserve_lock (rwlock): every change holds it for reading while it
  *    changes SRC, after its preservation (which holds a reference to its
  *    layer instead, see preserve_begin); a take holds it for writing only
@@ -70,7 +83,7 @@ static int stat_node(struct dnode *n, struct stat *st)
  * The change this thread is making (a thread serves one request at a
  * time).  A first change of an object runs in two phases (rule 13):
  *
- *   preserve  under change_lock only, out of the count a take waits for,
+ *   preserve  under its change locks only, out of the count a take waits for,
  *             holding a reference to the layer it preserves into;
  *   change    counted again and under preserve_lock (read), after checking
  *             that no take switched layers meanwhile; if one did, the
@@ -83,6 +96,7 @@ static int stat_node(struct dnode *n, struct stat *st)
 static __thread struct ovs_layer *pres_layer;	/* referenced, or NULL */
 static __thread uint64_t pres_epoch;		/* the epoch of pres_layer */
 static __thread bool pres_locked;		/* preserve_lock held (read) */
+static __thread bool pres_gated;		/* test hook: hold at the gate */
 
 /* preserve_done(): a take or merge switched layers; preserve again. */
 #define PRESERVE_AGAIN (-1)
@@ -105,17 +119,107 @@ static void change_leave(void)
 	}
 }
 
-/* Enter the preserve phase; caller holds change_lock. */
+/* ---- the change locks ---------------------------------------------------- */
+
+/* A busy mark (see the top of this file): one per thread at most, on the
+ * thread's own stack of marks in D.busy. */
+struct busy_mark {
+	dev_t dev;
+	ino_t ino;
+	struct busy_mark *next;
+};
+
+static __thread struct busy_mark my_busy;
+static __thread bool busy_held;
+static __thread bool ns_held;		/* ns_lock, for reading or writing */
+
+static void busy_acquire(dev_t dev, ino_t ino)
+{
+	struct busy_mark *b;
+
+	pthread_mutex_lock(&D.busy_lock);
+	do {
+		for (b = D.busy; b; b = b->next)
+			if (b->dev == dev && b->ino == ino)
+				break;
+		if (b)
+			pthread_cond_wait(&D.busy_cond, &D.busy_lock);
+	} while (b);
+	my_busy.dev = dev;
+	my_busy.ino = ino;
+	my_busy.next = D.busy;
+	D.busy = &my_busy;
+	busy_held = true;
+	pthread_mutex_unlock(&D.busy_lock);
+}
+
+static void busy_release(void)
+{
+	struct busy_mark **p;
+
+	pthread_mutex_lock(&D.busy_lock);
+	for (p = &D.busy; *p; p = &(*p)->next)
+		if (*p == &my_busy) {
+			*p = my_busy.next;
+			break;
+		}
+	busy_held = false;
+	pthread_cond_broadcast(&D.busy_cond);
+	pthread_mutex_unlock(&D.busy_lock);
+}
+
+/*
+ * The locks of a first change of the object of key (or of a create in
+ * directory key): ns_lock for reading and key's busy mark.  Out of the
+ * count a take waits for before waiting: the holder may be waiting for a
+ * take, which must not wait for this request.
+ */
+static void change_lock_object(const struct dnode *key)
+{
+	request_uncount();
+	pthread_rwlock_rdlock(&D.ns_lock);
+	ns_held = true;
+	busy_acquire(key->dev, key->ino);
+}
+
+/* The locks of a change that moves names: ns_lock for writing, which
+ * waits for every first change under way (and their preserves). */
+static void change_lock_names(void)
+{
+	request_uncount();
+	pthread_rwlock_wrlock(&D.ns_lock);
+	ns_held = true;
+}
+
+static void change_unlock(void)
+{
+	if (busy_held)
+		busy_release();
+	if (ns_held) {
+		ns_held = false;
+		pthread_rwlock_unlock(&D.ns_lock);
+	}
+}
+
+/* Enter the preserve phase; caller holds its change locks. */
 static int preserve_begin(void)
 {
 	bool failed;
 
 	request_uncount();
+	pres_gated = false;
 	pthread_rwlock_rdlock(&D.preserve_lock);
 	pres_layer = layer_get();
 	pres_epoch = D.epoch;
 	failed = D.layer && !pres_layer;
 	pthread_rwlock_unlock(&D.preserve_lock);
+	/* Preserves of other objects into a layer a take retired still read
+	 * SRC's directories as they were at the take (the global change lock
+	 * this replaces kept every change back meanwhile): this first change
+	 * of the new epoch, and the changes of objects it covers, wait for
+	 * them. */
+	if (!failed)
+		layers_wait_retired(pres_layer);
 	return failed ? ENOMEM : 0;
 }
 
@@ -123,7 +227,7 @@ static int preserve_begin(void)
  * the preserve phase entered again (or an errno). */
 static int preserve_done(void)
 {
-	test_preserve_gate();
+	test_preserve_gate(pres_gated);
 	layer_put(pres_layer);
 	pres_layer = NULL;
 	request_count();
@@ -191,6 +295,7 @@ static int preserve_node(struct dnode *n, const char *what)
 			return EIO;
 		}
 	}
+	pres_gated |= test_preserve_gate_wants(&path);
 	rc = ovs_preserve_object(pres_layer, D.hlmap, &path);
 	if (rc < 0)
 		rc = preserve_failed(rc, what, &path);
@@ -209,7 +314,7 @@ static int preserve_node(struct dnode *n, const char *what)
  */
 static int writeback_change_begin(struct dnode *n, bool *locked, const char *what)
 {
-	pthread_mutex_lock(&D.change_lock);
+	change_lock_object(n);
 	*locked = true;
 	change_enter();
 	pres_layer = layer_get();
@@ -222,8 +327,8 @@ static int writeback_change_begin(struct dnode *n, bool *locked, const char *wha
 /*
  * Before a data or metadata change of an existing object: the fast path
  * (already covered in this epoch) takes only the read side of
- * preserve_lock.  *locked tells whether change_lock is held too; release
- * both with object_change_end().  writeback: the change is page-cache
+ * preserve_lock.  *locked tells whether n's change locks are held too;
+ * release all with object_change_end().  writeback: the change is page-cache
  * writeback.
  */
 static int object_change_begin(struct dnode *n, bool writeback, bool *locked, const char *what)
@@ -237,10 +342,7 @@ static int object_change_begin(struct dnode *n, bool writeback, bool *locked, co
 	change_leave();
 	if (writeback)
 		return writeback_change_begin(n, locked, what);
-	/* Out of the count before waiting: the holder of change_lock may
-	 * be waiting for a take, which must not wait for this request. */
-	request_uncount();
-	pthread_mutex_lock(&D.change_lock);
+	change_lock_object(n);
 	*locked = true;
 	err = preserve_begin();
 	if (!err)
@@ -254,22 +356,26 @@ static void object_change_end(bool locked)
 {
 	change_leave();
 	if (locked)
-		pthread_mutex_unlock(&D.change_lock);
+		change_unlock();
 }
 
-/* A namespace change: the preserve phase under change_lock, then
- * preserve_done() before the change; ns_change_end() in every case. */
-static int ns_change_begin(void)
+/* A namespace change: the preserve phase under the change locks (of a
+ * create in directory dir, or with dir NULL of a change that moves
+ * names), then preserve_done() before the change; ns_change_end() in
+ * every case. */
+static int ns_change_begin(const struct dnode *dir)
 {
-	request_uncount();	/* before waiting, as in object_change_begin */
-	pthread_mutex_lock(&D.change_lock);
+	if (dir)
+		change_lock_object(dir);
+	else
+		change_lock_names();
 	return preserve_begin();
 }
 
 static void ns_change_end(void)
 {
 	change_leave();
-	pthread_mutex_unlock(&D.change_lock);
+	change_unlock();
 }
 
 static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *,
@@ -280,6 +386,7 @@ static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *,
 
 	if (!pres_layer)
 		return 0;
+	pres_gated |= test_preserve_gate_wants(path);
 	rc = fn(pres_layer, D.hlmap, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
@@ -292,6 +399,7 @@ static int preserve_rmdir_path(const struct ovs_relpath *path, const char *what)
 
 	if (!pres_layer)
 		return 0;
+	pres_gated |= test_preserve_gate_wants(path);
 	rc = ovs_preserve_rmdir(pres_layer, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
@@ -310,7 +418,11 @@ int change_object_by_request(const struct ovs_relpath *path, int (*change)(void 
 {
 	int err;
 
-	err = ns_change_begin();
+	/* ns_lock for writing: no first change of any object runs
+	 * meanwhile, so none can race this one on the object at path
+	 * (which has no node to take a busy mark on).  Restores are rare
+	 * and their clones quick. */
+	err = ns_change_begin(NULL);
 	if (!err)
 		do {
 			err = preserve_path(ovs_preserve_object, path, "a restore");
@@ -478,8 +590,8 @@ static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_p
  * An entry was made in SRC but cannot be handed to the kernel (no fd left
  * for its node, say): remove it again, so that a failed request leaves
  * nothing behind that the kernel's negative entry (cached for a day)
- * would hide.  Caller holds change_lock, so the name is still the one it
- * made.  path: the entry's path in SRC when it is a new hard link, to keep
+ * would hide.  Caller holds the change locks of a create in parent (or
+ * of a link), so the name is still the one it made.  path: the entry's path in SRC when it is a new hard link, to keep
  * the map of linked inodes current.
  */
 static void undo_entry(struct dnode *parent, const char *name, bool dir,
@@ -695,7 +807,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
  * ns_change_end() in every case. */
 static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path)
 {
-	int rc, err = ns_change_begin();
+	int rc, err = ns_change_begin(parent);
 
 	if (!err)
 		do {
@@ -799,7 +911,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct stat st;
 	int rc, err = 0;
 
-	err = ns_change_begin();
+	err = ns_change_begin(NULL);
 	if (!err)
 		do {
 			err = entry_to_remove(parent, name, false, &path, &st);
@@ -832,11 +944,11 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct stat st;
 	int rc, err = 0;
 
-	err = ns_change_begin();
+	err = ns_change_begin(NULL);
 	if (!err)
 		do {
 			err = entry_to_remove(parent, name, true, &path, &st);
-			/* Empty under change_lock: nothing can be created in it
+			/* Empty under ns_lock: nothing can be created in it
 			 * until the rmdir is done (rule 3). */
 			if (!err) {
 				rc = dir_is_empty(path.srcdirfd, name);
@@ -942,7 +1054,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 #ifdef OVS_MUTANT_RENAME_EXDEV	/* make check-mutants: every rename refused */
 	{ fuse_reply_err(req, EXDEV); return; }
 #endif
-	err = ns_change_begin();
+	err = ns_change_begin(NULL);
 	if (!err)
 		do {
 			err = rename_prepare(&a);
@@ -1024,7 +1136,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	struct fuse_entry_param e;
 	int rc, err = 0;
 
-	err = ns_change_begin();
+	err = ns_change_begin(NULL);
 	if (!err)
 		do {
 			node_relpath_free(&from);

@@ -91,7 +91,11 @@ struct daemon {
 
 	/* the layer; changed only by a take under preserve_lock (write) */
 	pthread_rwlock_t preserve_lock;	/* read: a change in progress */
-	pthread_mutex_t change_lock;	/* serialises preserve+change (rule 9) */
+	/* first changes and namespace changes (rule 9, daemon-ops.c) */
+	pthread_rwlock_t ns_lock;	/* read: a first change; write: names move */
+	pthread_mutex_t busy_lock;
+	pthread_cond_t busy_cond;	/* a busy mark was removed */
+	struct busy_mark *busy;		/* objects a first change preserves */
 	struct ovs_layer *layer;	/* NULL: no snapshot, nothing to preserve */
 	uint64_t layer_id;
 	uint64_t epoch;
@@ -158,8 +162,8 @@ struct dnode *node_find(dev_t dev, ino_t ino);
  * n, from SRC's root (n == 0 for the root), with srcdirfd the fd of the
  * directory that holds the last name, lent referenced (node_fd_get) until
  * node_relpath_free().  The names are the nodes' own (and
- * name): valid while the caller holds change_lock, which every change of
- * a node's name holds too.  -ENOENT when the object has no known name any
+ * name): valid while the caller holds ns_lock, which every change of a
+ * node's name holds for writing.  -ENOENT when the object has no known name any
  * more, -EIO when a name on the way is out of date (name_lost), -ENOMEM.
  * Free with node_relpath_free(). */
 int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp);
@@ -167,7 +171,7 @@ void node_relpath_free(struct ovs_relpath *rp);
 /* n's chain of names for a message, bounded by len (any caller). */
 const char *node_describe(struct dnode *n, char *buf, size_t len);
 /* Name bookkeeping after a change to SRC succeeded (caller holds
- * change_lock).  Nodes are found by identity: a lookup racing the change
+ * ns_lock for writing).  Nodes are found by identity: a lookup racing the change
  * may have added one meanwhile. */
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
@@ -241,7 +245,15 @@ void request_count(void);
  * no snapshot; the layer stays open until put even if a take retires it. */
 struct ovs_layer *layer_get(void);
 void layer_put(struct ovs_layer *layer);
-void test_preserve_gate(void);
+/* Wait until no preserve runs into a retired layer other than mine. */
+void layers_wait_retired(const struct ovs_layer *mine);
+/* Test hooks of a preserve held as long as a test wants: wants() tells
+ * whether preserving path makes the request one to hold under
+ * OVSNAPD_TEST_PRESERVE_GATE_IN; gate() holds it (every request that went
+ * through the preserve phase without _IN, only those with in_dir with
+ * it). */
+bool test_preserve_gate_wants(const struct ovs_relpath *path);
+void test_preserve_gate(bool in_dir);
 /* A write being served: the kernel keeps the pages it covers locked until
  * it is answered, so a take must not wait on them (flush_dirty_pages). */
 struct write_in_flight {

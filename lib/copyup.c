@@ -259,14 +259,14 @@ static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, cons
 {
 	int rc;
 
-	l->last_cloned = false;
+	__atomic_store_n(&l->last_cloned, false, __ATOMIC_RELAXED);
 	if (size == 0)
 		return 0;
 	/* A clone shares the extents: O(1) in data, and it keeps holes.  It
 	 * fails per file (other fs, inline data, a swapfile...), so the
 	 * fallback is decided per file, not per volume (rule 16). */
 	if (ioctl(out, FICLONE, in) == 0) {
-		l->last_cloned = true;
+		__atomic_store_n(&l->last_cloned, true, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL &&
@@ -600,8 +600,22 @@ void ovs_discard(struct ovs_layer *l, const char *tmp)
 		unlinkat(l->workfd, tmp, AT_REMOVEDIR);
 }
 
-int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
-		const char *name)
+/* The lock of the upper directory udirfd (see struct ovs_layer). */
+static pthread_mutex_t *upper_dir_lock(struct ovs_layer *l, int udirfd)
+{
+	struct stat st;
+	pthread_mutex_t *m;
+
+	/* fstat of an open fd fails only on a broken fd: any lock will do,
+	 * the operation under it fails too. */
+	m = &l->dir_locks[fstat(udirfd, &st) == 0 ? st.st_ino % OVS_UPPER_DIR_LOCKS : 0];
+	pthread_mutex_lock(m);
+	return m;
+}
+
+/* ovs_install with udirfd's lock held. */
+static int install_locked(struct ovs_layer *l, const char *tmp, const struct stat *st,
+			  int udirfd, const char *name)
 {
 	struct timespec times[2];
 	int rc;
@@ -631,20 +645,29 @@ fail:
 	return rc;
 }
 
+int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
+		const char *name)
+{
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
+	int rc = install_locked(l, tmp, st, udirfd, name);
+
+	pthread_mutex_unlock(m);
+	return rc;
+}
+
 int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udirfd,
 		  const char *name)
 {
 	struct timespec times[2];
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
 	int rc = ovs_upper_dir_times(udirfd, times);
 
-	if (rc < 0)
-		return rc;
-	if (linkat(fromdirfd, from, udirfd, name, 0) < 0) {
-		if (errno == EEXIST)
-			return 0;
-		return ovs_err(errno, "link %s in the upper: %m", name);
-	}
-	return ovs_upper_dir_done(l, udirfd, times);
+	if (rc == 0 && linkat(fromdirfd, from, udirfd, name, 0) < 0)
+		rc = errno == EEXIST ? 1 : ovs_err(errno, "link %s in the upper: %m", name);
+	if (rc == 0)
+		rc = ovs_upper_dir_done(l, udirfd, times);
+	pthread_mutex_unlock(m);
+	return rc == 1 ? 0 : rc;
 }
 
 /* ---- whiteouts ------------------------------------------------------------ */
@@ -675,6 +698,8 @@ static int make_whiteout_base(struct ovs_layer *l)
 	return 0;
 }
 
+/* Caller holds l->whiteout_lock: two threads must not both find the
+ * base missing or full and make one each. */
 static int link_whiteout(struct ovs_layer *l, int udirfd, const char *name)
 {
 	struct stat st;
@@ -700,19 +725,26 @@ static int link_whiteout(struct ovs_layer *l, int udirfd, const char *name)
 int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
 {
 	struct timespec times[2];
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
 	int rc = ovs_upper_dir_times(udirfd, times);
 
 	if (rc < 0)
-		return rc;
+		goto out;
+	pthread_mutex_lock(&l->whiteout_lock);
 	rc = link_whiteout(l, udirfd, name);
-	if (rc == -EEXIST)
-		return 0;	/* preserved before */
-	if (rc < 0 && mknodat(udirfd, name, S_IFCHR | 0, makedev(0, 0)) < 0) {
-		if (errno == EEXIST)
-			return 0;
-		return ovs_err(errno, "whiteout %s: %m", name);
+	pthread_mutex_unlock(&l->whiteout_lock);
+	if (rc == -EEXIST) {
+		rc = 0;		/* preserved before */
+		goto out;
 	}
-	return ovs_upper_dir_done(l, udirfd, times);
+	if (rc < 0 && mknodat(udirfd, name, S_IFCHR | 0, makedev(0, 0)) < 0) {
+		rc = errno == EEXIST ? 0 : ovs_err(errno, "whiteout %s: %m", name);
+		goto out;
+	}
+	rc = ovs_upper_dir_done(l, udirfd, times);
+out:
+	pthread_mutex_unlock(m);
+	return rc;
 }
 
 /* ---- parents in the upper ------------------------------------------------- */
@@ -729,8 +761,13 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 	for (i = 0; i + 1 < path->n; i++) {
 		const char *comp = path->names[i];
 		struct ovs_relpath upto = { path->names, i + 1, -1 };
+		pthread_mutex_t *m;
 		int fd, err;
 
+		/* Under the parent's lock: a directory another preserve is
+		 * installing right now is found once it is complete and
+		 * durable, or made here (see struct ovs_layer). */
+		m = create ? upper_dir_lock(l, cur) : NULL;
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
 			/* Missing in the upper: SRC's directory at this prefix
@@ -745,6 +782,7 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 					   : src_open_at(scur, comp, O_RDONLY | O_DIRECTORY);
 
 			if (sfd < 0) {
+				pthread_mutex_unlock(m);
 				rc = ovs_err(-sfd, "open %s in the source: %s",
 					     ovs_relpath_describe(&upto, what, sizeof(what)),
 					     strerror(-sfd));
@@ -754,13 +792,16 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 				close(scur);
 			scur = sfd;
 			rc = ovs_copy_to_work(l, sfd, "", false, &st, tmp);
-			if (rc < 0)
+			if (rc == 0)
+				rc = install_locked(l, tmp, &st, cur, comp);
+			if (rc < 0) {
+				pthread_mutex_unlock(m);
 				goto fail;
-			rc = ovs_install(l, tmp, &st, cur, comp);
-			if (rc < 0)
-				goto fail;
+			}
 			fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
+		if (m)
+			pthread_mutex_unlock(m);
 		if (fd < 0) {
 			err = errno;
 			rc = ovs_err(err, "open %s in the upper: %s",

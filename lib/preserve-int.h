@@ -6,6 +6,7 @@
 #define OVSNAP_PRESERVE_INT_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -13,15 +14,30 @@
 #include "libovsnap.h"
 #include "preserve.h"
 
+/* Locks by upper directory, per layer: parallel preserves rarely share one. */
+#define OVS_UPPER_DIR_LOCKS 64
+
 struct ovs_layer {
 	int srcfd;		/* SRC's real root (not ours: never closed) */
 	int upperfd;
 	int workfd;
 	unsigned flags;
 	dev_t src_dev;		/* mount points inside SRC are not crossed */
-	bool last_cloned;
-	bool batch;		/* subtree clone: parent fsyncs become one syncfs */
-	unsigned long seq;	/* temp names in work */
+	bool last_cloned;	/* __atomic: preserves run in parallel */
+	/* Subtree clone: parent fsyncs become one syncfs.  Set only by
+	 * ovs_preserve_subtree, which the daemon runs with no other
+	 * preserve in parallel (a rename excludes every other change). */
+	bool batch;
+	unsigned long seq;	/* temp names in work (__atomic) */
+	/* Preserves of different objects run in parallel (the daemon locks
+	 * by object).  What they share in the upper is serialised here:
+	 * an entry added to an upper directory (its times saved, the entry
+	 * made, the times restored, the directory fsynced) under the lock
+	 * its inode hashes to, and ovs_upper_parent opens a directory under
+	 * its parent's lock, so it never finds one whose entry is not yet
+	 * durable nor one whose times are not yet set (rules 7 and 8). */
+	pthread_mutex_t dir_locks[OVS_UPPER_DIR_LOCKS];
+	pthread_mutex_t whiteout_lock;	/* the shared whiteout inode */
 };
 
 /* Open the first depth names of path beneath SRC's root srcfd, one

@@ -1,7 +1,9 @@
 /*
  * The preservation rules of DESIGN.md section 2, applied to one layer: the
- * daemon calls these before every change to SRC, under its own lock
- * (rule 9).  Every call is idempotent: what is already in the upper was
+ * daemon calls these before every change to SRC, under its own locks
+ * (rule 9: one object's preserve and change at a time, all names of a
+ * hard-linked inode being one object; preserves of different objects run
+ * in parallel, see struct ovs_layer).  Every call is idempotent: what is already in the upper was
  * preserved first and wins, so a second call, or a call after a crash at
  * any point, finds the work done or finishes it.
  */
@@ -50,6 +52,9 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 	}
 	l->srcfd = srcfd;
 	l->flags = flags;
+	for (size_t i = 0; i < OVS_UPPER_DIR_LOCKS; i++)
+		pthread_mutex_init(&l->dir_locks[i], NULL);
+	pthread_mutex_init(&l->whiteout_lock, NULL);
 	l->upperfd = upperfd;
 	l->workfd = workfd;
 	if (fstat(upperfd, &ust) < 0 || fstat(workfd, &wst) < 0 || fstat(srcfd, &sst) < 0) {
@@ -92,7 +97,7 @@ int ovs_layer_upper_fd(const struct ovs_layer *l)
 
 bool ovs_layer_cloned(const struct ovs_layer *l)
 {
-	return l->last_cloned;
+	return __atomic_load_n(&l->last_cloned, __ATOMIC_RELAXED);
 }
 
 /* ---- coverage ------------------------------------------------------------- */

@@ -9,6 +9,12 @@
  *   preserve-test objectat SRC UPPER WORK DIR PATH...
  *                                               object, each PATH given the
  *                                               open SRC/DIR as its srcdirfd
+ *   preserve-test parallel SRC UPPER WORK OP:PATH...
+ *                                               one thread per OP:PATH (OP:
+ *                                               object or name), all started
+ *                                               at once on one layer, as the
+ *                                               daemon's parallel first
+ *                                               changes (issue 13)
  *   preserve-test manifest DIR                  one line per object
  *   preserve-test hlmap SRC                     self-test of the link map
  *   preserve-test hlbench DIR NDIRS NFILES      time the link map on DIR/a and
@@ -23,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,6 +459,64 @@ static int init_layer(const char *src, const char *upper, const char *work)
 	return 0;
 }
 
+struct parallel_call {
+	pthread_t thread;
+	struct ovs_layer *l;
+	struct ovs_hlmap *m;
+	const char *arg;		/* OP:PATH */
+	pthread_barrier_t *start;
+	int rc;
+};
+
+static void *parallel_one(void *arg)
+{
+	struct parallel_call *c = arg;
+	const char *path = strchr(c->arg, ':') + 1;
+	struct ovs_relpath rp;
+	void *mem;
+
+	pthread_barrier_wait(c->start);
+	c->rc = ovs_relpath_split(path, &rp, &mem);
+	if (c->rc < 0)
+		return NULL;
+	c->rc = !strncmp(c->arg, "name:", 5) ? ovs_preserve_name(c->l, c->m, &rp)
+					     : ovs_preserve_object(c->l, c->m, &rp);
+	if (c->rc < 0)
+		fprintf(stderr, "preserve-test: %s: %s\n", c->arg, ovs_last_error());
+	free(mem);
+	return NULL;
+}
+
+/* Every preserve of argv at once, one thread each. */
+static int parallel(struct ovs_layer *l, struct ovs_hlmap *m, int argc, char **argv)
+{
+	struct parallel_call *calls = calloc(argc, sizeof(*calls));
+	pthread_barrier_t start;
+	int i, rc = 0;
+
+	if (!calls)
+		return fail("parallel", -ENOMEM);
+	for (i = 0; i < argc; i++)
+		if (strncmp(argv[i], "object:", 7) && strncmp(argv[i], "name:", 5)) {
+			fprintf(stderr, "preserve-test: parallel: %s is not OP:PATH\n", argv[i]);
+			return 2;
+		}
+	pthread_barrier_init(&start, NULL, argc);
+	for (i = 0; i < argc; i++) {
+		calls[i] = (struct parallel_call){ .l = l, .m = m, .arg = argv[i], .start = &start };
+		if (pthread_create(&calls[i].thread, NULL, parallel_one, &calls[i]) != 0)
+			return fail("pthread_create", -EAGAIN);
+	}
+	for (i = 0; i < argc; i++) {
+		pthread_join(calls[i].thread, NULL);
+		if (calls[i].rc < 0)
+			rc = 1;
+	}
+	pthread_barrier_destroy(&start);
+	free(calls);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct ovs_layer *l;
@@ -484,6 +549,13 @@ int main(int argc, char **argv)
 	rc = ovs_hlmap_build(srcfd, &m, &outside);
 	if (rc < 0)
 		return fail("hard link map", rc);
+	if (!strcmp(op, "parallel")) {
+		rc = parallel(l, m, argc - 5, argv + 5);
+		ovs_hlmap_free(m);
+		ovs_layer_close(l);
+		close(srcfd);
+		return rc;
+	}
 	if (!strcmp(op, "objectat")) {
 		/* The daemon's case: the directory holding the last name is
 		 * open already, so the engine starts there, not at the root. */

@@ -175,27 +175,27 @@ test_several_takes_while_held() {
 	ovs_oracle_check "$SRC" "$MF"
 }
 
-# A second first change waits for the held one (the daemon serialises
-# first changes); it must not be counted by the take while it waits, or
-# the take, the held preserve and the waiting change would wait for one
-# another.
+# A namespace change (an unlink: it moves names, so it waits for every
+# first change under way) waits for the held one; it must not be counted
+# by the take while it waits, or the take, the held preserve and the
+# waiting change would wait for one another.
 test_take_while_another_change_waits_behind_the_held_one() {
-	local touch_pid rc
+	local rm_pid rc
 	record_manifest
 	start_held append_changed || return
-	touch "$SRC/other" &
-	touch_pid=$!
-	ovs_wait_until 60 "in_fuse $touch_pid"
-	assertTrue "the create waits in a FUSE request behind the held change" "in_fuse $touch_pid"
+	rm "$SRC/dir/f1" &
+	rm_pid=$!
+	ovs_wait_until 60 "in_fuse $rm_pid"
+	assertTrue "the unlink waits in a FUSE request behind the held change" "in_fuse $rm_pid"
 	take_snapshot
 	assert_still_held "take"
-	assertTrue "the create still waits after the take" "in_fuse $touch_pid"
+	assertTrue "the unlink still waits after the take" "in_fuse $rm_pid"
 	release
-	wait_bounded "$touch_pid"
+	wait_bounded "$rm_pid"
 	rc=$?
-	assertEquals "the waiting create succeeds" 0 "$rc"
-	[ -f "$SRC/other" ]
-	assertTrue "the created file is there" $?
+	assertEquals "the waiting unlink succeeds" 0 "$rc"
+	[ ! -e "$SRC/dir/f1" ]
+	assertTrue "the removed file is gone" $?
 	ovs_oracle_check "$SRC" "$MF"
 }
 

@@ -1,0 +1,185 @@
+#!/bin/bash
+# Issue 13 item 2: first changes are locked by object, not by one daemon
+# lock.  While one request's preserve is held (the test hook
+# OVSNAPD_TEST_PRESERVE_GATE_IN holds only requests that preserved
+# something under SRC/held, for as long as the gate file exists), creates
+# in another folder and the first write of another file complete.  Then
+# every snapshot still equals the manifest recorded at its take.  (Two
+# racing first changes of one object: preserve_test.sh, and many
+# processes at once below.)
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+
+MANIFEST=${OVSNAP_TOOLS}/tools/ovs-manifest
+GATE=$OVS_TMP/gate
+export OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_PRESERVE_GATE=$GATE OVSNAPD_TEST_PRESERVE_GATE_IN=held
+
+setUp() {
+	rm -f "$GATE"
+	BG=
+	ovs_mkfs "${FSTYPE:-xfs}" 1G || return 1
+	SRC=$OVS_MNT/src
+	MF=$OVS_TMP/manifests
+	rm -rf "$MF"
+	mkdir -p "$SRC/held" "$SRC/other/deep" "$MF"
+	printf 'original\n' >"$SRC/held/file"
+	for i in 1 2 3; do printf '%s\n' "$i" >"$SRC/other/f$i"; done
+	printf 'deep\n' >"$SRC/other/deep/d"
+	take_snapshot
+}
+
+tearDown() {
+	rm -f "$GATE"
+	[ -n "${BG:-}" ] && kill -9 "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
+	BG=
+	ovs_teardown
+}
+
+# Take a snapshot and keep the manifest of SRC as it shows it.
+take_snapshot() {
+	"$MANIFEST" "$SRC" >"$MF/pending" || fail "manifest of $SRC"
+	ovs_run timeout 120 "$OVSNAP" take "$SRC"
+	assertEquals "take exit status (stderr: $OVS_ERR)" 0 "$OVS_RC"
+	mv "$MF/pending" "$MF/$OVS_OUT.manifest"
+}
+
+# wait_bounded SECONDS PID: PID's exit status, or 124 after killing it
+# when it has not ended in time (a change that blocks fails the test
+# instead of hanging it).
+wait_bounded() {
+	local i
+	for i in $(seq $(($1 * 10))); do
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$2" 2>/dev/null; then
+		kill -9 "$2" 2>/dev/null
+		wait "$2" 2>/dev/null
+		return 124
+	fi
+	wait "$2"
+}
+
+# Hold the first write of SRC/held/file at the gate.
+hold_a_preserve() {
+	local i status
+	touch "$GATE"
+	printf 'changed\n' >>"$SRC/held/file" &
+	BG=$!
+	for i in $(seq 200); do
+		status=$(ovs_ctl status)
+		case $status in *preserving=[1-9]*) return 0 ;; esac
+		sleep 0.05
+	done
+	fail "no preserve held at the gate ($status)"
+	return 1
+}
+
+# run_bounded WHAT COMMAND...: COMMAND completes within 20 seconds while
+# the preserve is held.
+run_bounded() {
+	local what=$1 pid rc
+	shift
+	"$@" &
+	pid=$!
+	wait_bounded 20 "$pid"
+	rc=$?
+	assertEquals "$what completes while another file's preserve is held" 0 "$rc"
+}
+
+concurrent_first_changes() {
+	local rc
+	hold_a_preserve || return
+	run_bounded "a create in another folder" touch "$SRC/other/new"
+	run_bounded "a mkdir in another folder" mkdir "$SRC/other/newdir"
+	run_bounded "a create in a folder made meanwhile" \
+		sh -c "printf 'n\n' >'$SRC/other/newdir/inner'"
+	run_bounded "a create in a deeper folder" touch "$SRC/other/deep/new"
+	run_bounded "the first write of another file" \
+		sh -c "printf 'more\n' >>'$SRC/other/f1'"
+	run_bounded "a chmod of another file" chmod 600 "$SRC/other/f2"
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "the held write is still held" $?
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held write succeeds once released" 0 "$rc"
+	assertEquals "the live file has the write" "original
+changed" "$(cat "$SRC/held/file")"
+	take_snapshot
+	printf 'after\n' >>"$SRC/other/f1"
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# Many processes at once, each making first changes: different files in
+# its own folder, creates in one shared folder, and the same files (an
+# O_TRUNC open reaches the daemon without the kernel's inode lock), among
+# them both names of hard-linked files at once: preserved twice in
+# parallel, the two names would each get a copy of their own (rule 6).
+parallel_first_changes() {
+	local p i pids=() rc=0
+	mkdir "$SRC/shared" "$SRC/la" "$SRC/lb"
+	for i in $(seq 30); do
+		printf 'linked %s\n' "$i" >"$SRC/la/l$i"
+		ln "$SRC/la/l$i" "$SRC/lb/l$i"
+	done
+	for p in 0 1 2 3 4 5 6 7; do
+		mkdir "$SRC/p$p"
+		for i in $(seq 20); do printf '%s %s\n' "$p" "$i" >"$SRC/p$p/f$i"; done
+	done
+	for i in 1 2 3; do printf 'same %s\n' "$i" >"$SRC/same$i"; done
+	take_snapshot
+	for p in 0 1 2 3 4 5 6 7; do
+		(
+			for i in $(seq 20); do
+				printf 'changed\n' >>"$SRC/p$p/f$i" || exit 1
+				printf 'new\n' >"$SRC/shared/p$p.$i" || exit 1
+			done
+			for i in 1 2 3; do
+				printf 'by %s\n' "$p" >"$SRC/same$i" || exit 1
+			done
+		) &
+		pids+=($!)
+	done
+	for p in a b; do
+		(
+			for i in $(seq 30); do
+				if [ "$p" = a ]; then
+					printf 'appended\n' >>"$SRC/la/l$i" || exit 1
+				else
+					printf 'truncated\n' >"$SRC/lb/l$i" || exit 1
+				fi
+			done
+		) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait_bounded 60 "$p" || rc=1
+	done
+	assertEquals "every process made its changes" 0 "$rc"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_parallel_first_changes_xfs() {
+	parallel_first_changes
+}
+
+test_parallel_first_changes_btrfs() {
+	ovs_teardown
+	FSTYPE=btrfs setUp
+	parallel_first_changes
+}
+
+test_concurrent_first_changes_xfs() {
+	concurrent_first_changes
+}
+
+test_concurrent_first_changes_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	concurrent_first_changes
+}
+
+. "$SHUNIT2"
