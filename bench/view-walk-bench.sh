@@ -1,0 +1,88 @@
+#!/bin/bash
+# View walk benchmark (issue 12 item 4): `find -printf '%s'` (readdir and a
+# stat of every entry) of an N-file tree (default 100,000), cold caches,
+#   natively on the real directory,
+#   through the plain libfuse passthrough (bench/fuse-passthrough) over
+#     that same real directory (the floor FUSE itself sets),
+#   through a view (ovsnap-viewd) of a snapshot of it, the tree still in
+#     SRC (unchanged since the take: every answer validated against U_n),
+# the three taking turns over $ROUNDS rounds (the order rotates each
+# round), medians reported.  Target: the view walks at >= 0.9x the
+# passthrough's speed (passthrough time / view time).
+# Run as root: `bash bench/run.sh view-walk`, or
+#   OVSNAP=build/ovsnap FILEOPS=build/bench/ovs-fileops \
+#   FUSE_PASSTHROUGH=build/bench/fuse-passthrough bash bench/view-walk-bench.sh [N]
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-lib.sh"
+
+N=${1:-${N:-100000}}
+ROUNDS=${ROUNDS:-3}
+case $N in '' | *[!0-9]*) echo "view-walk-bench: N must be a number of files" >&2; exit 2 ;; esac
+case $ROUNDS in '' | 0 | *[!0-9]*) echo "view-walk-bench: ROUNDS must be a positive number" >&2; exit 2 ;; esac
+PT=${FUSE_PASSTHROUGH:-$(dirname "$FILEOPS")/fuse-passthrough}
+[ -x "$PT" ] || { echo "view-walk-bench: no fuse-passthrough at $PT (make bench/fuse-passthrough)" >&2; exit 1; }
+
+bench_setup view-walk
+pt_pid=
+pt_cleanup() {
+	# the passthrough's mount goes with bench_unmount_all; then its process
+	[ -n "$pt_pid" ] && umount "$work/pt" 2>/dev/null
+	bench_cleanup
+	[ -n "$pt_pid" ] && kill "$pt_pid" 2>/dev/null
+	return 0
+}
+trap pt_cleanup EXIT
+
+bench_header "ovsnap view walk benchmark"
+echo "tree: $N empty files in folders of 1000; find -printf %s with cold caches (drop_caches before each)"
+echo "rounds: $ROUNDS, targets in turn (order rotating), medians"
+echo
+
+mkimg xfs "$(( (N / 100000 + 1) * 2 ))G"
+src=$work/xfs/src
+mkdir -p "$src" "$work/real" "$work/pt" "$work/view"
+mktree "$src/tree" "$N"
+sync
+"$OVSNAP" take "$src" >/dev/null
+# The real directory below the snapshot mount: a bind of the XFS mount
+# without its submounts (not --rbind), so the snapshot mount is not in it.
+mount --bind "$work/xfs" "$work/real"
+real=$work/real/src/tree
+
+"$PT" --dir-fds "$work/real/src" "$work/pt" 2>"$work/pt.err" &
+pt_pid=$!
+for _ in $(seq 100); do
+	findmnt -rn "$work/pt" >/dev/null && break
+	sleep 0.05
+done
+findmnt -rn "$work/pt" >/dev/null || { echo "view-walk-bench: the passthrough did not mount: $(cat "$work/pt.err")" >&2; exit 1; }
+"$OVSNAP" mount "$src" 1 "$work/view" >/dev/null
+
+walk() { # DIR: cold find -printf '%s' of every entry; errors counted
+	drop_caches
+	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
+}
+
+declare -A dir=([native]=$real [passthrough]=$work/pt/tree [view]=$work/view/tree)
+declare -A vals
+targets=(native passthrough view)
+for ((r = 0; r < ROUNDS; r++)); do
+	for ((k = 0; k < ${#targets[@]}; k++)); do
+		t=${targets[(k + r) % ${#targets[@]}]}
+		v=$(walk "${dir[$t]}")
+		vals[$t]+="$v "
+	done
+done
+[ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
+
+med() { # TARGET
+	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
+	printf '%s\n' ${vals[$1]} | median
+}
+n=$(med native) p=$(med passthrough) v=$(med view)
+row "walk of $N files (ms, median of $ROUNDS)" "median" "x native" "speed" "rounds"
+row "native" "$n" "1.00" "1.00" "${vals[native]}"
+row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[passthrough]}"
+row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[view]}"
+echo
+echo "view speed / passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
