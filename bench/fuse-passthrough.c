@@ -20,6 +20,11 @@
  * per LOOKUP instead of an openat and an fstat.  Without renames (which
  * this baseline does not do) the name stays right until it is unlinked.
  *
+ * --readdirplus: answer READDIRPLUS (every chunk, not the kernel's "auto"
+ * choice), each entry with the attributes a LOOKUP would give, as
+ * ovsnap-viewd does: the floor of a walk through FUSE, where the default
+ * (plain READDIR, then a LOOKUP per entry) is what most FUSE servers do.
+ *
  * A baseline for bench/ only, no filesystem to rely on: no locks,
  * renames, links or symlinks, and root's identity for every request.
  */
@@ -32,6 +37,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +59,7 @@ struct node {
 	char *name;		/* fd == -1: the name in parent */
 };
 
-static int dir_fds_only;
+static int dir_fds_only, want_readdirplus;
 
 static struct node root;
 static struct node *buckets[NBUCKETS];
@@ -204,6 +210,12 @@ static void ff_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_DONT_MASK)
 		conn->want |= FUSE_CAP_DONT_MASK;
 	conn->time_gran = 1;
+	if (want_readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS)) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	} else {
+		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	}
 }
 
 static void ff_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -430,6 +442,44 @@ static void ff_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* Entries with their attributes, one lookup reference each (--readdirplus). */
+static void ff_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	size_t used = 0;
+	struct dirent *de;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	seekdir(d, off);
+	while ((de = readdir(d))) {
+		struct fuse_entry_param e = { 0 };
+		bool dot = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+		size_t len;
+
+		if (dot) {
+			e.attr.st_ino = de->d_ino;
+			e.attr.st_mode = (mode_t)DTTOIF(de->d_type);
+		} else if (entry_of(node_of(ino), de->d_name, &e) != 0) {
+			continue;
+		}
+		len = fuse_add_direntry_plus(req, buf + used, size - used, de->d_name, &e,
+					     telldir(d));
+		if (len > size - used) {
+			if (!dot)
+				node_forget(node_of(e.ino), 1);
+			break;
+		}
+		used += len;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
 static void ff_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -466,6 +516,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.getxattr = ff_getxattr,
 	.opendir = ff_opendir,
 	.readdir = ff_readdir,
+	.readdirplus = ff_readdirplus,
 	.releasedir = ff_releasedir,
 	.statfs = ff_statfs,
 };
@@ -480,13 +531,16 @@ int main(int argc, char **argv)
 	struct stat st;
 	int rc = 1;
 
-	if (argc == 4 && strcmp(argv[1], "--dir-fds") == 0) {
-		dir_fds_only = 1;
-		argv++;
-		argc--;
+	for (; argc > 3 && strncmp(argv[1], "--", 2) == 0; argv++, argc--) {
+		if (strcmp(argv[1], "--dir-fds") == 0)
+			dir_fds_only = 1;
+		else if (strcmp(argv[1], "--readdirplus") == 0)
+			want_readdirplus = 1;
+		else
+			break;
 	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: fuse-passthrough [--dir-fds] DIR MOUNTPOINT\n");
+		fprintf(stderr, "usage: fuse-passthrough [--dir-fds] [--readdirplus] DIR MOUNTPOINT\n");
 		return 2;
 	}
 	root.fd = open(argv[1], O_PATH | O_DIRECTORY);

@@ -3,12 +3,14 @@
 # stat of every entry) of an N-file tree (default 100,000), cold caches,
 #   natively on the real directory,
 #   through the plain libfuse passthrough (bench/fuse-passthrough) over
-#     that same real directory (the floor FUSE itself sets),
+#     that same real directory, as it is (READDIR, then a LOOKUP per entry)
+#     and with --readdirplus (each entry's attributes with the listing, as
+#     the view answers): the floor FUSE itself sets,
 #   through a view (ovsnap-viewd) of a snapshot of it, the tree still in
 #     SRC (unchanged since the take: every answer validated against U_n),
 # the three taking turns over $ROUNDS rounds (the order rotates each
 # round), medians reported.  Target: the view walks at >= 0.9x the
-# passthrough's speed (passthrough time / view time).
+# passthrough's speed (passthrough time / view time), quoted against both.
 # Run as root: `bash bench/run.sh view-walk`, or
 #   OVSNAP=build/ovsnap FILEOPS=build/bench/ovs-fileops \
 #   FUSE_PASSTHROUGH=build/bench/fuse-passthrough bash bench/view-walk-bench.sh [N]
@@ -23,12 +25,13 @@ PT=${FUSE_PASSTHROUGH:-$(dirname "$FILEOPS")/fuse-passthrough}
 [ -x "$PT" ] || { echo "view-walk-bench: no fuse-passthrough at $PT (make bench/fuse-passthrough)" >&2; exit 1; }
 
 bench_setup view-walk
-pt_pid=
+pt_pids=()
 pt_cleanup() {
-	# the passthrough's mount goes with bench_unmount_all; then its process
-	[ -n "$pt_pid" ] && umount "$work/pt" 2>/dev/null
+	local p
+
+	# the passthroughs' mounts go with bench_unmount_all, then their processes
 	bench_cleanup
-	[ -n "$pt_pid" ] && kill "$pt_pid" 2>/dev/null
+	for p in "${pt_pids[@]}"; do kill "$p" 2>/dev/null; done
 	return 0
 }
 trap pt_cleanup EXIT
@@ -40,7 +43,7 @@ echo
 
 mkimg xfs "$(( (N / 100000 + 1) * 2 ))G"
 src=$work/xfs/src
-mkdir -p "$src" "$work/real" "$work/pt" "$work/view"
+mkdir -p "$src" "$work/real" "$work/pt" "$work/ptplus" "$work/view"
 mktree "$src/tree" "$N"
 sync
 "$OVSNAP" take "$src" >/dev/null
@@ -49,13 +52,22 @@ sync
 mount --bind "$work/xfs" "$work/real"
 real=$work/real/src/tree
 
-"$PT" --dir-fds "$work/real/src" "$work/pt" 2>"$work/pt.err" &
-pt_pid=$!
-for _ in $(seq 100); do
-	findmnt -rn "$work/pt" >/dev/null && break
-	sleep 0.05
-done
-findmnt -rn "$work/pt" >/dev/null || { echo "view-walk-bench: the passthrough did not mount: $(cat "$work/pt.err")" >&2; exit 1; }
+pt_mount() { # MOUNTPOINT [OPTION]: a passthrough of the real SRC there
+	local mnt=$1
+
+	shift
+	# --dir-fds: 100,000 O_PATH fds would exceed a hard limit of 20,000
+	"$PT" --dir-fds "$@" "$work/real/src" "$mnt" 2>"$mnt.err" &
+	pt_pids+=($!)
+	for _ in $(seq 100); do
+		findmnt -rn "$mnt" >/dev/null && return 0
+		sleep 0.05
+	done
+	echo "view-walk-bench: the passthrough did not mount at $mnt: $(cat "$mnt.err")" >&2
+	exit 1
+}
+pt_mount "$work/pt"
+pt_mount "$work/ptplus" --readdirplus
 "$OVSNAP" mount "$src" 1 "$work/view" >/dev/null
 
 walk() { # DIR: cold find -printf '%s' of every entry; errors counted
@@ -63,9 +75,10 @@ walk() { # DIR: cold find -printf '%s' of every entry; errors counted
 	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
 }
 
-declare -A dir=([native]=$real [passthrough]=$work/pt/tree [view]=$work/view/tree)
+declare -A dir=([native]=$real [passthrough]=$work/pt/tree [ptplus]=$work/ptplus/tree
+	       [view]=$work/view/tree)
 declare -A vals
-targets=(native passthrough view)
+targets=(native passthrough ptplus view)
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
@@ -79,10 +92,12 @@ med() { # TARGET
 	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
 	printf '%s\n' ${vals[$1]} | median
 }
-n=$(med native) p=$(med passthrough) v=$(med view)
+n=$(med native) p=$(med passthrough) pp=$(med ptplus) v=$(med view)
 row "walk of $N files (ms, median of $ROUNDS)" "median" "x native" "speed" "rounds"
 row "native" "$n" "1.00" "1.00" "${vals[native]}"
 row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[passthrough]}"
+row "plain passthrough --readdirplus" "$pp" "$(ratio "$pp" "$n")" "$(ratio "$n" "$pp")" "${vals[ptplus]}"
 row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[view]}"
 echo
-echo "view speed / passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
+echo "view speed / plain passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
+echo "view speed / passthrough --readdirplus speed: $(ratio "$pp" "$v")x"
