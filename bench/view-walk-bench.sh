@@ -77,13 +77,26 @@ walk() { # DIR: cold find -printf '%s' of every entry; errors counted
 
 declare -A dir=([native]=$real [passthrough]=$work/pt/tree [ptplus]=$work/ptplus/tree
 	       [view]=$work/view/tree)
-declare -A vals
+# Where the time goes: the CPU time the serving process spent per walk
+# (user + system, all its threads), against the walk's wall time.
+declare -A pid=([native]= [passthrough]=${pt_pids[0]} [ptplus]=${pt_pids[1]})
+for p in $(bench_our_daemons); do
+	[ "$(cat "/proc/$p/comm")" = ovsnap-viewd ] && pid[view]=$p
+done
+cpu_ms() { # PID: its user + system time so far, ms
+	[ -n "$1" ] || { echo 0; return; }
+	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) * 1000 / hz }' "/proc/$1/stat"
+}
+declare -A vals cpus
 targets=(native passthrough ptplus view)
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
+		c0=$(cpu_ms "${pid[$t]}")
 		v=$(walk "${dir[$t]}")
+		c1=$(cpu_ms "${pid[$t]}")
 		vals[$t]+="$v "
+		cpus[$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
 	done
 done
 [ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
@@ -98,6 +111,10 @@ row "native" "$n" "1.00" "1.00" "${vals[native]}"
 row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[passthrough]}"
 row "plain passthrough --readdirplus" "$pp" "$(ratio "$pp" "$n")" "$(ratio "$n" "$pp")" "${vals[ptplus]}"
 row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[view]}"
+echo
+cpu() { printf '%s\n' ${cpus[$1]} | median; }
+echo "CPU time of the serving process per walk (ms, median; wall time above):"
+echo "  plain passthrough $(cpu passthrough), --readdirplus $(cpu ptplus), ovsnap-viewd $(cpu view)"
 echo
 echo "view speed / plain passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
 echo "view speed / passthrough --readdirplus speed: $(ratio "$pp" "$v")x"
