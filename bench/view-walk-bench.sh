@@ -8,7 +8,10 @@
 #     the view answers): the floor FUSE itself sets,
 #   through a view (ovsnap-viewd) of a snapshot of it, the tree still in
 #     SRC (unchanged since the take: every answer validated against U_n),
-# the three taking turns over $ROUNDS rounds (the order rotates each
+# and, where python3 is there, an lstat of each of the N files by its name
+# with no listing before (one LOOKUP per file, what readdirplus cannot
+# answer: tools given a list of names, a shell expanding a path),
+# the targets taking turns over $ROUNDS rounds (the order rotates each
 # round), medians reported.  Target: the view walks at >= 0.9x the
 # passthrough's speed (passthrough time / view time), quoted against both.
 # Run as root: `bash bench/run.sh view-walk`, or
@@ -37,7 +40,7 @@ pt_cleanup() {
 trap pt_cleanup EXIT
 
 bench_header "ovsnap view walk benchmark"
-echo "tree: $N empty files in folders of 1000; find -printf %s with cold caches (drop_caches before each)"
+echo "tree: $N empty files in folders of 1000; cold caches (drop_caches before each walk)"
 echo "rounds: $ROUNDS, targets in turn (order rotating), medians"
 echo
 
@@ -74,6 +77,17 @@ walk() { # DIR: cold find -printf '%s' of every entry; errors counted
 	drop_caches
 	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
 }
+# DIR: cold lstat of every file of mktree's layout by name, no readdir
+bynames() {
+	drop_caches
+	time_ms python3 -c '
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    os.lstat("%s/d%d/f%d" % (root, i // 1000, i % 1000 + 1))' "$1" "$N" 2>>"$work/walk.err"
+}
+kinds=(walk)
+command -v python3 >/dev/null && kinds+=(bynames)
 
 declare -A dir=([native]=$real [passthrough]=$work/pt/tree [ptplus]=$work/ptplus/tree
 	       [view]=$work/view/tree)
@@ -92,29 +106,37 @@ targets=(native passthrough ptplus view)
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
-		c0=$(cpu_ms "${pid[$t]}")
-		v=$(walk "${dir[$t]}")
-		c1=$(cpu_ms "${pid[$t]}")
-		vals[$t]+="$v "
-		cpus[$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
+		for kind in "${kinds[@]}"; do
+			c0=$(cpu_ms "${pid[$t]}")
+			v=$($kind "${dir[$t]}")
+			c1=$(cpu_ms "${pid[$t]}")
+			vals[$kind,$t]+="$v "
+			cpus[$kind,$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
+		done
 	done
 done
 [ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
 
-med() { # TARGET
+med() { # KIND,TARGET
 	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
 	printf '%s\n' ${vals[$1]} | median
 }
-n=$(med native) p=$(med passthrough) pp=$(med ptplus) v=$(med view)
-row "walk of $N files (ms, median of $ROUNDS)" "median" "x native" "speed" "rounds"
-row "native" "$n" "1.00" "1.00" "${vals[native]}"
-row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[passthrough]}"
-row "plain passthrough --readdirplus" "$pp" "$(ratio "$pp" "$n")" "$(ratio "$n" "$pp")" "${vals[ptplus]}"
-row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[view]}"
-echo
 cpu() { printf '%s\n' ${cpus[$1]} | median; }
-echo "CPU time of the serving process per walk (ms, median; wall time above):"
-echo "  plain passthrough $(cpu passthrough), --readdirplus $(cpu ptplus), ovsnap-viewd $(cpu view)"
-echo
-echo "view speed / plain passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
-echo "view speed / passthrough --readdirplus speed: $(ratio "$pp" "$v")x"
+for kind in "${kinds[@]}"; do
+	case $kind in
+	walk) echo "find -printf %s of $N files (ms, median of $ROUNDS)" ;;
+	bynames) echo "lstat of $N files by name, no listing (ms, median of $ROUNDS)" ;;
+	esac
+	n=$(med "$kind,native") p=$(med "$kind,passthrough") pp=$(med "$kind,ptplus")
+	v=$(med "$kind,view")
+	row "" "median" "x native" "speed" "rounds"
+	row "native" "$n" "1.00" "1.00" "${vals[$kind,native]}"
+	row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[$kind,passthrough]}"
+	row "plain passthrough --readdirplus" "$pp" "$(ratio "$pp" "$n")" "$(ratio "$n" "$pp")" "${vals[$kind,ptplus]}"
+	row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[$kind,view]}"
+	echo "CPU time of the serving process (ms, median): plain passthrough $(cpu "$kind,passthrough"),"
+	echo "  --readdirplus $(cpu "$kind,ptplus"), ovsnap-viewd $(cpu "$kind,view")"
+	echo "view speed / plain passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
+	echo "view speed / passthrough --readdirplus speed: $(ratio "$pp" "$v")x"
+	echo
+done
