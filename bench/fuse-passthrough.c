@@ -9,7 +9,21 @@
  * benchmarks can tell the cost of FUSE on this kernel and libfuse from
  * what ovsnapd adds to it.
  *
- *   fuse-passthrough DIR MOUNTPOINT   (stays in the foreground; umount ends it)
+ *   fuse-passthrough [--dir-fds] DIR MOUNTPOINT
+ *                                     (stays in the foreground; umount ends it)
+ *
+ * --dir-fds: only directories keep an O_PATH descriptor; any other inode
+ * is its parent's descriptor and its name (the first name it was looked
+ * up by), stat'ed and opened relative to the parent.  A walk of more
+ * files than RLIMIT_NOFILE allows (bench/view-walk-bench.sh: 100,000
+ * files, where the hard limit may be 20,000) then works, at one fstatat
+ * per LOOKUP instead of an openat and an fstat.  Without renames (which
+ * this baseline does not do) the name stays right until it is unlinked.
+ *
+ * --readdirplus: answer READDIRPLUS (every chunk, not the kernel's "auto"
+ * choice), each entry with the attributes a LOOKUP would give, as
+ * ovsnap-viewd does: the floor of a walk through FUSE, where the default
+ * (plain READDIR, then a LOOKUP per entry) is what most FUSE servers do.
  *
  * A baseline for bench/ only, no filesystem to rely on: no locks,
  * links or symlinks, renames that do not update cached nodes (enough for
@@ -24,6 +38,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +55,13 @@ struct node {
 	struct node *next;
 	ino_t ino;
 	dev_t dev;
-	int fd;			/* O_PATH */
+	int fd;			/* O_PATH, or -1 (--dir-fds, not a directory) */
 	uint64_t nlookup;
+	struct node *parent;	/* fd == -1: holds one lookup reference */
+	char *name;		/* fd == -1: the name in parent */
 };
+
+static int dir_fds_only, want_readdirplus;
 
 static struct node root;
 static struct node *buckets[NBUCKETS];
@@ -58,8 +77,10 @@ static size_t bucket(ino_t ino)
 	return (ino * 0x9e3779b97f4a7c15ULL >> 32) & (NBUCKETS - 1);
 }
 
-/* The node of the object fd refers to, one more lookup reference on it. */
-static struct node *node_get(int fd, const struct stat *st)
+/* The node of the object fd refers to (fd -1: name in parent), one more
+ * lookup reference on it. */
+static struct node *node_get(int fd, const struct stat *st, struct node *parent,
+			     const char *name)
 {
 	struct node *n;
 
@@ -68,17 +89,27 @@ static struct node *node_get(int fd, const struct stat *st)
 		if (n->ino == st->st_ino && n->dev == st->st_dev)
 			break;
 	if (n) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 	} else {
 		n = calloc(1, sizeof(*n));
+		if (n && fd < 0 && !(n->name = strdup(name))) {
+			free(n);
+			n = NULL;
+		}
 		if (!n) {
 			pthread_mutex_unlock(&nodes_lock);
-			close(fd);
+			if (fd >= 0)
+				close(fd);
 			return NULL;
 		}
 		n->ino = st->st_ino;
 		n->dev = st->st_dev;
 		n->fd = fd;
+		if (fd < 0) {
+			n->parent = parent;
+			parent->nlookup++;
+		}
 		n->next = buckets[bucket(st->st_ino)];
 		buckets[bucket(st->st_ino)] = n;
 	}
@@ -89,28 +120,63 @@ static struct node *node_get(int fd, const struct stat *st)
 
 static void node_forget(struct node *n, uint64_t nlookup)
 {
-	struct node **pp;
+	struct node **pp, *parent;
 
 	if (n == &root)
 		return;
 	pthread_mutex_lock(&nodes_lock);
 	n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
-	if (n->nlookup == 0) {
+	while (n != &root && n->nlookup == 0) {
 		for (pp = &buckets[bucket(n->ino)]; *pp != n; pp = &(*pp)->next)
 			;
 		*pp = n->next;
-		close(n->fd);
+		parent = n->parent;
+		if (n->fd >= 0)
+			close(n->fd);
+		free(n->name);
 		free(n);
+		if (!parent)
+			break;
+		n = parent;
+		n->nlookup--;
 	}
 	pthread_mutex_unlock(&nodes_lock);
+}
+
+/* A path naming n for path-based calls: /proc/self/fd/FD[/NAME]. */
+static void node_proc(const struct node *n, char *buf, size_t len)
+{
+	if (n->fd >= 0)
+		snprintf(buf, len, "/proc/self/fd/%d", n->fd);
+	else
+		snprintf(buf, len, "/proc/self/fd/%d/%s", n->parent->fd, n->name);
+}
+
+/* A descriptor on n's filesystem (for statfs). */
+static int node_anyfd(const struct node *n)
+{
+	return n->fd >= 0 ? n->fd : n->parent->fd;
 }
 
 static int entry_of(struct node *parent, const char *name, struct fuse_entry_param *e)
 {
 	struct node *n;
-	int fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW);
+	int fd;
 
 	memset(e, 0, sizeof(*e));
+	if (dir_fds_only) {
+		if (fstatat(parent->fd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno;
+		fd = -1;
+		if (S_ISDIR(e->attr.st_mode)) {
+			fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY);
+			if (fd < 0)
+				return errno;
+		}
+		n = node_get(fd, &e->attr, parent, name);
+		goto got;
+	}
+	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW);
 	if (fd < 0)
 		return errno;
 	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
@@ -119,7 +185,8 @@ static int entry_of(struct node *parent, const char *name, struct fuse_entry_par
 		close(fd);
 		return err;
 	}
-	n = node_get(fd, &e->attr);
+	n = node_get(fd, &e->attr, parent, name);
+got:
 	if (!n)
 		return ENOMEM;
 	e->ino = (fuse_ino_t)(uintptr_t)n;
@@ -145,6 +212,12 @@ static void ff_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_DONT_MASK)
 		conn->want |= FUSE_CAP_DONT_MASK;
 	conn->time_gran = 1;
+	if (want_readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS)) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	} else {
+		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	}
 }
 
 static void ff_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -177,7 +250,10 @@ static void ff_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 
 	(void)fi;
-	if (fstatat(node_of(ino)->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+	struct node *n = node_of(ino);
+
+	if ((n->fd >= 0 ? fstatat(n->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+			: fstatat(n->parent->fd, n->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
@@ -186,9 +262,9 @@ static void ff_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void ff_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		       struct fuse_file_info *fi)
 {
-	char proc[64];
+	char proc[64 + 256];
 
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", node_of(ino)->fd);
+	node_proc(node_of(ino), proc, sizeof(proc));
 	if ((valid & FUSE_SET_ATTR_MODE) && chmod(proc, attr->st_mode) < 0)
 		goto fail;
 	if ((valid & FUSE_SET_ATTR_SIZE) &&
@@ -239,10 +315,10 @@ static void ff_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void ff_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	char proc[64];
+	char proc[64 + 256];
 	int fd;
 
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", node_of(ino)->fd);
+	node_proc(node_of(ino), proc, sizeof(proc));
 	fd = open(proc, fi->flags & ~O_NOFOLLOW);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
@@ -322,10 +398,10 @@ static void ff_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void ff_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	char proc[64], *buf = size ? malloc(size) : NULL;
+	char proc[64 + 256], *buf = size ? malloc(size) : NULL;
 	ssize_t n;
 
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", node_of(ino)->fd);
+	node_proc(node_of(ino), proc, sizeof(proc));
 	n = getxattr(proc, name, buf, size);
 	if (n < 0)
 		fuse_reply_err(req, errno);
@@ -378,6 +454,44 @@ static void ff_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* Entries with their attributes, one lookup reference each (--readdirplus). */
+static void ff_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	size_t used = 0;
+	struct dirent *de;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	seekdir(d, off);
+	while ((de = readdir(d))) {
+		struct fuse_entry_param e = { 0 };
+		bool dot = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+		size_t len;
+
+		if (dot) {
+			e.attr.st_ino = de->d_ino;
+			e.attr.st_mode = (mode_t)DTTOIF(de->d_type);
+		} else if (entry_of(node_of(ino), de->d_name, &e) != 0) {
+			continue;
+		}
+		len = fuse_add_direntry_plus(req, buf + used, size - used, de->d_name, &e,
+					     telldir(d));
+		if (len > size - used) {
+			if (!dot)
+				node_forget(node_of(e.ino), 1);
+			break;
+		}
+		used += len;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
 static void ff_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -389,7 +503,7 @@ static void ff_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
 
-	if (fstatvfs(node_of(ino)->fd, &sv) < 0)
+	if (fstatvfs(node_anyfd(node_of(ino)), &sv) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_statfs(req, &sv);
@@ -415,6 +529,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.getxattr = ff_getxattr,
 	.opendir = ff_opendir,
 	.readdir = ff_readdir,
+	.readdirplus = ff_readdirplus,
 	.releasedir = ff_releasedir,
 	.statfs = ff_statfs,
 };
@@ -429,8 +544,16 @@ int main(int argc, char **argv)
 	struct stat st;
 	int rc = 1;
 
+	for (; argc > 3 && strncmp(argv[1], "--", 2) == 0; argv++, argc--) {
+		if (strcmp(argv[1], "--dir-fds") == 0)
+			dir_fds_only = 1;
+		else if (strcmp(argv[1], "--readdirplus") == 0)
+			want_readdirplus = 1;
+		else
+			break;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: fuse-passthrough DIR MOUNTPOINT\n");
+		fprintf(stderr, "usage: fuse-passthrough [--dir-fds] [--readdirplus] DIR MOUNTPOINT\n");
 		return 2;
 	}
 	root.fd = open(argv[1], O_PATH | O_DIRECTORY);

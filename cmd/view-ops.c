@@ -286,6 +286,162 @@ static int resolve_valid(struct view *vw, const char *path, struct view_obj *o,
 	}
 }
 
+/* ---- lookups by directory ------------------------------------------------- */
+
+/*
+ * A LOOKUP would walk its parent's path through every layer again (a
+ * stat per component per layer, a descriptor per directory on the way)
+ * to answer for one name.  Instead the last few directories looked in
+ * keep their layer directories open (ovs_resolve_opendir), keyed by the
+ * stack they were resolved on (a stack is replaced whenever the registry
+ * changes) and their path, and a name is looked up in them alone.
+ *
+ * Only the first answer comes from them.  For every layer but the
+ * newest, a cached directory is right for ever (frozen layers never
+ * change).  U_n may gain the directory, or entries in it, after it was
+ * cached, and SRC changes: an answer that could be wrong for that reason
+ * came from SRC or says "no such name", and it is validated exactly as
+ * resolve_valid validates one (generation, then the path's coverage in
+ * U_n, which a preservation below the directory sets first).  When that
+ * validation fails, the lookup is redone by resolve_valid from the root.
+ */
+#define DIRCACHE_SLOTS 8
+
+struct dircache_ent {
+	struct view_stack *s;	/* referenced: its address names it */
+	char *path;
+	struct ovs_rdir *d;
+	unsigned refs;		/* users, + 1 while in the table (dircache_lock) */
+	uint64_t used;
+};
+static struct dircache_ent *dircache[DIRCACHE_SLOTS];
+static uint64_t dircache_clock;
+static pthread_mutex_t dircache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void dircache_free(struct dircache_ent *c)
+{
+	if (!c)
+		return;
+	ovs_rdir_free(c->d);
+	view_stack_put(c->s);
+	free(c->path);
+	free(c);
+}
+
+static void dircache_release(struct dircache_ent *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&dircache_lock);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&dircache_lock);
+	if (last)
+		dircache_free(c);
+}
+
+/* The cached directory at dir on s, or a new one; NULL when it cannot be
+ * resolved that way (the caller walks from the root instead). */
+static struct dircache_ent *dircache_get(struct view_stack *s, const char *dir)
+{
+	struct dircache_ent *c = NULL, *old = NULL;
+	size_t slot = 0;
+
+	pthread_mutex_lock(&dircache_lock);
+	for (size_t i = 0; i < DIRCACHE_SLOTS; i++)
+		if (dircache[i] && dircache[i]->s == s && strcmp(dircache[i]->path, dir) == 0) {
+			c = dircache[i];
+			c->refs++;
+			c->used = ++dircache_clock;
+			break;
+		}
+	pthread_mutex_unlock(&dircache_lock);
+	if (c)
+		return c;
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->path = strdup(dir)) || ovs_resolve_opendir(s->rs, dir, &c->d) < 0) {
+		if (c)
+			free(c->path);
+		free(c);
+		return NULL;
+	}
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+	c->s = s;
+	c->refs = 2;
+	pthread_mutex_lock(&dircache_lock);
+	/* an empty slot, else one of an older stack, else the least used */
+	for (size_t i = 0; i < DIRCACHE_SLOTS; i++) {
+		if (!dircache[i]) {
+			slot = i;
+			break;
+		}
+		if ((dircache[i]->s != s) != (dircache[slot]->s != s)) {
+			if (dircache[i]->s != s)
+				slot = i;
+		} else if (dircache[i]->used < dircache[slot]->used) {
+			slot = i;
+		}
+	}
+	old = dircache[slot];
+	if (old && --old->refs > 0)
+		old = NULL;	/* its last user frees it */
+	c->used = ++dircache_clock;
+	dircache[slot] = c;
+	pthread_mutex_unlock(&dircache_lock);
+	dircache_free(old);
+	return c;
+}
+
+/* Drop every cached directory (at unmount). */
+static void dircache_clear(void)
+{
+	for (size_t i = 0; i < DIRCACHE_SLOTS; i++) {
+		struct dircache_ent *c;
+
+		pthread_mutex_lock(&dircache_lock);
+		c = dircache[i];
+		dircache[i] = NULL;
+		pthread_mutex_unlock(&dircache_lock);
+		if (c)
+			dircache_release(c);
+	}
+}
+
+/*
+ * resolve_valid(dir/name), its first answer from the cached directory:
+ * see above.  path is dir/name.
+ */
+static int lookup_valid(struct view *vw, const char *dir, const char *name, const char *path,
+			struct view_obj *o, struct stat *st)
+{
+	struct dircache_ent *c;
+	struct view_stack *s;
+	int rc = view_stack_get(vw, &s);
+
+	if (rc < 0)
+		return rc;
+	c = dircache_get(s, dir);
+	if (!c) {
+		view_stack_put(s);
+		return resolve_valid(vw, path, o, st, NULL);
+	}
+	rc = view_resolve_child(s, c->d, name, o);
+	dircache_release(c);
+	if ((rc == 0 && o->layer == VIEW_SRC) || rc == -ENOENT) {
+		if (view_src_answer_check(vw, s, path, &s->gen) != 0)
+			rc = -EAGAIN;
+	} else if (rc < 0) {
+		rc = -EAGAIN;	/* errors: as the walk from the root finds them */
+	}
+	if (rc == -EAGAIN) {
+		view_stack_put(s);
+		return resolve_valid(vw, path, o, st, NULL);
+	}
+	if (rc == 0 && st)
+		view_fill_stat(s, path, o, st);
+	view_stack_put(s);
+	return rc;
+}
+
 /* ---- lookups and attributes ---------------------------------------------- */
 
 static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -298,12 +454,13 @@ static void vop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char *path = dir ? child_path(dir, name) : NULL;
 	int rc;
 
-	free(dir);
 	if (!path) {
+		free(dir);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = resolve_valid(vw, path, &o, &e.attr, NULL);
+	rc = lookup_valid(vw, dir, name, path, &o, &e.attr);
+	free(dir);
 	if (rc == -ENOENT) {
 		/* a negative entry is as final as a positive one */
 		e.ino = 0;
@@ -1275,8 +1432,16 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 		);
 }
 
+/* The session ends: the cached directories go before the stacks do. */
+static void vop_destroy(void *userdata)
+{
+	(void)userdata;
+	dircache_clear();
+}
+
 const struct fuse_lowlevel_ops view_ops = {
 	.init = vop_init,
+	.destroy = vop_destroy,
 	.lookup = vop_lookup,
 	.forget = vop_forget,
 	.forget_multi = vop_forget_multi,

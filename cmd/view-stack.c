@@ -330,6 +330,30 @@ int view_resolve(struct view_stack *s, const char *path, struct view_obj *o)
 	return 0;
 }
 
+/* The view_obj of a resolver entry (kind OVS_R_ENTRY). */
+static void obj_of_entry(struct view_stack *s, const struct ovs_rentry *e, struct view_obj *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->layer = e->layer == (int)s->nlayers ? VIEW_SRC : e->layer;
+	o->st = e->st;
+	o->merges_src = S_ISDIR(e->st.st_mode) && o->layer != VIEW_SRC &&
+			e->lowest == (int)s->nlayers;
+}
+
+int view_resolve_child(struct view_stack *s, const struct ovs_rdir *d, const char *name,
+		       struct view_obj *o)
+{
+	struct ovs_rentry e;
+	int rc = ovs_resolve_child(s->rs, d, name, &e);
+
+	if (rc < 0)
+		return rc;
+	if (e.kind != OVS_R_ENTRY)
+		return -ENOENT;
+	obj_of_entry(s, &e, o);
+	return 0;
+}
+
 int view_obj_dirfd(struct view_stack *s, const struct view_obj *o)
 {
 	return o->layer == VIEW_SRC ? s->srcfd : s->layerfd[o->layer];

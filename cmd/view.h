@@ -149,6 +149,11 @@ int view_open_obj(struct view_stack *s, const char *path, const struct view_obj 
 		  int flags);
 /* The fd of the layer (or SRC) o lives in. */
 int view_obj_dirfd(struct view_stack *s, const struct view_obj *o);
+/* name in the directory d resolved on s (ovs_resolve_opendir): what
+ * view_resolve(dir/name) would answer, SRC's part as of now below the
+ * layer directories d holds; validated like any answer from SRC. */
+int view_resolve_child(struct view_stack *s, const struct ovs_rdir *d, const char *name,
+		       struct view_obj *o);
 
 /* The st_ino the view shows: the original inode number kept in the
  * origin xattr of a copied-up object, SRC's own number otherwise. */

@@ -310,6 +310,53 @@ nomem:
 	return ovs_err(ENOMEM, "resolver: out of memory");
 }
 
+struct ovs_rdir {
+	size_t n;
+	struct layer_dir *dirs;
+};
+
+int ovs_resolve_opendir(struct ovs_rstack *s, const char *path, struct ovs_rdir **out)
+{
+	struct ovs_rdir *d = calloc(1, sizeof(*d));
+	struct ovs_rentry e;
+	int rc;
+
+	if (d)
+		d->dirs = calloc(s->depth, sizeof(*d->dirs));
+	if (!d || !d->dirs) {
+		free(d);
+		return ovs_err(ENOMEM, "resolver: out of memory");
+	}
+	rc = walk(s, path, d->dirs, &d->n, &e, true);
+	if (rc == 0 && e.kind != OVS_R_ENTRY)
+		rc = -ENOENT;
+	else if (rc == 0 && !S_ISDIR(e.st.st_mode))
+		rc = -ENOTDIR;
+	if (rc < 0) {
+		ovs_rdir_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+int ovs_resolve_child(struct ovs_rstack *s, const struct ovs_rdir *d, const char *name,
+		      struct ovs_rentry *e)
+{
+	if (!*name || strlen(name) > NAME_MAX || strchr(name, '/'))
+		return ovs_err(EINVAL, "resolver: bad name %s", name);
+	return lookup_step(s, d->dirs, d->n, name, e, NULL, NULL);
+}
+
+void ovs_rdir_free(struct ovs_rdir *d)
+{
+	if (!d)
+		return;
+	dirs_close(d->dirs, d->n);
+	free(d->dirs);
+	free(d);
+}
+
 int ovs_resolve_readdir(struct ovs_rstack *s, const char *path,
 			struct ovs_rdirent **ents, size_t *n)
 {

@@ -79,6 +79,22 @@ int ovs_resolve_readdir(struct ovs_rstack *s, const char *path,
 void ovs_resolve_dirents_free(struct ovs_rdirent *ents, size_t n);
 
 /*
+ * A merged directory resolved once, to look names up in it without
+ * walking its path again: ovs_resolve_child(d, name) answers what
+ * ovs_resolve_lookup(path/name) answered when d was opened.  Its layer
+ * directories are held open (owned by d), so an answer about a layer
+ * that changes (the lowest one) is as of now below the directories d
+ * found then: callers validate such answers as they would any other.
+ * ovs_resolve_opendir: -ENOENT when path is absent, -ENOTDIR when it is
+ * no directory in the view.
+ */
+struct ovs_rdir;
+int ovs_resolve_opendir(struct ovs_rstack *s, const char *path, struct ovs_rdir **out);
+int ovs_resolve_child(struct ovs_rstack *s, const struct ovs_rdir *d, const char *name,
+		      struct ovs_rentry *e);
+void ovs_rdir_free(struct ovs_rdir *d);
+
+/*
  * Open the layer directory at path in layer i (O_PATH|O_DIRECTORY, no
  * symlinks followed on the way): for callers that read a file found by
  * lookup (e.layer) or walk one layer.  Returns the fd or -errno.
