@@ -769,6 +769,13 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 		 * durable, or made here (see struct ovs_layer). */
 		m = create ? upper_dir_lock(l, cur) : NULL;
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && scur >= 0) {
+			/* Found, made by a parallel preserve: scur is SRC's
+			 * directory one level up now, so a level missing below
+			 * is reached from SRC's root again. */
+			close(scur);
+			scur = -1;
+		}
 		if (fd < 0 && errno == ENOENT && create) {
 			/* Missing in the upper: SRC's directory at this prefix
 			 * is unchanged since the snapshot (any change would
