@@ -302,6 +302,23 @@ PRE_HOOK="echo long-pre"'
 	assertFalse "forget removed the file" "[ -e '$CONF' ]"
 }
 
+# The setup lock is not held through the hooks: a first take's hook can
+# set another volume up (it waited forever for the lock before).
+test_hook_sets_up_another_volume() {
+	local other
+
+	fresh || return
+	other=$OVS_MNT/other
+	mkdir "$other"
+	conf "PRE_HOOK='\"\$OVSNAP\" take --quiet \"$other\" >&2'"
+	ovs_run timeout 20 "$OVSNAP" take "$SRC"
+	assertEquals "a first take whose hook sets up another SRC: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list "$other"
+	assertEquals "the hook's volume is there: $(ovs_ran)" 0 "$OVS_RC"
+	"$OVSNAP" deactivate "$other" >/dev/null 2>&1
+	"$OVSNAP" deactivate "$SRC" >/dev/null 2>&1
+}
+
 # A hook runs in its own process group, killed after HOOK_TIMEOUT.
 test_hook_timeout() {
 	local t0 t1
