@@ -545,8 +545,17 @@ int cmd_take(int argc, const char **argv)
 	if (status != EXIT_OK)
 		goto out;
 	/* A take that waited for the setup of its SRC waits for the rest of
-	 * that take too, as it did when the setup lock was held throughout. */
-	status = ovs_lock_loaded("take", v, opt_wait || created || waited);
+	 * that take too, as it did when the setup lock was held throughout;
+	 * it said once that it waits. */
+	if (waited) {
+		int quiet = ovs_opt_quiet;
+
+		ovs_opt_quiet = 1;
+		status = ovs_lock_loaded("take", v, true);
+		ovs_opt_quiet = quiet;
+	} else {
+		status = ovs_lock_loaded("take", v, opt_wait || created);
+	}
 	/* Registered and locked: rule 17's check sees the volume now, and
 	 * the hooks must not hold up every other first take. */
 	if (setup_fd >= 0) {
