@@ -244,6 +244,13 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	return EXIT_OK;
 }
 
+/* SIGTERM of a hook's first process: the take died; so does the hook. */
+static void kill_own_group(int sig)
+{
+	(void)sig;
+	kill(0, SIGKILL);
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -279,20 +286,39 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 		return EXIT_FAIL;
 	}
 	if (pid == 0) {
-		/* Its own process group, killed as one on timeout; and it
-		 * dies with a killed take rather than outlive it. */
-		if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-		    getppid() != parent)
+		/* A process group of its own, killed as one on timeout; this
+		 * first process of it stays to kill the whole group when the
+		 * take dies (a PDEATHSIG reaches only one process). */
+		struct sigaction sa = { .sa_handler = kill_own_group };
+		pid_t hook;
+
+		if (setpgid(0, 0) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+		    prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
 			_exit(127);
 		if (setenv("OVSNAP_SOURCE", src, 1) < 0 || setenv("OVSNAP_HOOK", key, 1) < 0 ||
 		    setenv("OVSNAP_SNAPSHOT", ids, 1) < 0 ||
 		    setenv("OVSNAP_CLASS", ovs_snap_class_name(change.cls), 1) < 0 ||
 		    dup2(2, 1) < 0)
 			_exit(127);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
+		hook = fork();
+		if (hook < 0)
+			_exit(127);
+		if (hook == 0) {
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+		while (waitpid(hook, &status, 0) < 0)
+			if (errno != EINTR)
+				_exit(127);
+		if (WIFEXITED(status))
+			_exit(WEXITSTATUS(status));
+		/* the hook's signal is ours, for the take's message */
+		prctl(PR_SET_PDEATHSIG, 0);
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+		_exit(128 + WTERMSIG(status));
 	}
-	setpgid(pid, pid);	/* before we kill(-pid) (fails once it exec'ed: fine) */
+	setpgid(pid, pid);	/* before we may kill(-pid) */
 	pidfd = timeout ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	if (pidfd >= 0) {
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };

@@ -321,7 +321,7 @@ test_hook_sets_up_another_volume() {
 
 # A hook runs in its own process group, killed after HOOK_TIMEOUT.
 test_hook_timeout() {
-	local t0 t1
+	local t0 t1 pid i
 
 	fresh || return
 	conf 'PRE_HOOK="sleep 30.0071 & sleep 30.0072"
@@ -339,6 +339,30 @@ HOOK_TIMEOUT=1'
 	assert_no_volume "" "a pre-hook past its time"
 	assertEquals "no hook process left" "" "$(pgrep -f 'sleep 30\.007')"
 	pkill -f 'sleep 30\.007' 2>/dev/null
+
+	# A take killed while its hook runs: the whole hook goes with it.
+	conf '# no hooks'
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a take without hooks: $(ovs_ran)" 0 "$OVS_RC"
+	conf "PRE_HOOK='touch $OVS_TMP/hook-runs; sleep 30.0073 & sleep 30.0074'"
+	"$OVSNAP" take "$SRC" >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 100); do
+		[ -e "$OVS_TMP/hook-runs" ] && break
+		sleep 0.1
+	done
+	assertTrue "the hook started" "[ -e '$OVS_TMP/hook-runs' ]"
+	sleep 0.2
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null
+	for i in $(seq 50); do
+		pgrep -f 'sleep 30\.007' >/dev/null || break
+		sleep 0.1
+	done
+	assertEquals "a killed take leaves no hook process" "" "$(pgrep -af 'sleep 30\.007')"
+	pkill -f 'sleep 30\.007' 2>/dev/null
+	assertEquals "and no snapshot" "1" "$(ids)"
+	"$OVSNAP" deactivate "$SRC" >/dev/null 2>&1
 	conf 'HOOK_TIMEOUT=soon'
 	ovs_run "$OVSNAP" config "$SRC"
 	assertEquals "a bad HOOK_TIMEOUT: exit 1: $(ovs_ran)" 1 "$OVS_RC"
