@@ -640,14 +640,13 @@ int ovs_conf_check_names(const struct ovs_conf *c)
 		for (char **p = names; p && *p; p++) {
 			bool known;
 
-			errno = 0;
+			/* not found, or the lookup failed: both unknown */
 			known = g ? getgrnam(*p) != NULL : getpwnam(*p) != NULL;
 			if (!known)
-				return ovs_err(EINVAL, "%s:%u: %s: no such %s '%s'%s%s", c->path,
+				return ovs_err(EINVAL, "%s:%u: %s: no such %s '%s'", c->path,
 					       c->line[g ? K_ALLOW_GROUPS : K_ALLOW_USERS],
 					       g ? "ALLOW_GROUPS" : "ALLOW_USERS",
-					       g ? "group" : "user", *p,
-					       errno ? " " : "", errno ? strerror(errno) : "");
+					       g ? "group" : "user", *p);
 		}
 	}
 	return 0;
