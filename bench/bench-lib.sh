@@ -67,7 +67,8 @@ bench_cleanup() {
 
 bench_setup() { # NAME
 	work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-$1.XXXXXX")
-	export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
+	# settings files too: a bench never writes /etc/ovsnap
+	export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run OVSNAP_CONF_DIR=$work/conf
 	trap bench_cleanup EXIT
 	trap 'exit 130' INT TERM
 	# The daemons keep an O_PATH fd per inode the kernel remembers, and

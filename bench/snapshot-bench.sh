@@ -20,7 +20,8 @@ REPEAT=${REPEAT:-5}
 LIVE_ROUNDS=${LIVE_ROUNDS:-3}
 
 work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-bench.XXXXXX")
-export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
+# settings files too: a bench never writes /etc/ovsnap
+export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run OVSNAP_CONF_DIR=$work/conf
 loops=()
 
 # Every FUSE daemon measured here holds an O_PATH fd (or an open file) for

@@ -82,6 +82,7 @@ static void print_json(const char *src, const struct ovs_conf *c)
 	json_opt_string("class", ovs_snap_class_name(ovs_conf_class(c)), false);
 	json_opt_string("pre_hook", c->pre_hook, false);
 	json_opt_string("post_hook", c->post_hook, false);
+	printf("\"hook_timeout\": %u, ", ovs_conf_hook_timeout(c));
 	json_names("allow_users", c->allow_users, false);
 	json_names("allow_groups", c->allow_groups, true);
 	fputs("}\n", stdout);
@@ -97,6 +98,12 @@ static void print_text(const struct ovs_conf *c)
 	print_setting("CLASS", ovs_snap_class_name(ovs_conf_class(c)), c->has_class);
 	print_setting("PRE_HOOK", c->pre_hook, c->pre_hook);
 	print_setting("POST_HOOK", c->post_hook, c->post_hook);
+	{
+		char secs[16];
+
+		snprintf(secs, sizeof(secs), "%u", ovs_conf_hook_timeout(c));
+		print_setting("HOOK_TIMEOUT", secs, c->has_hook_timeout);
+	}
 	print_setting("ALLOW_USERS", users, c->allow_users);
 	print_setting("ALLOW_GROUPS", groups, c->allow_groups);
 	free(users);
@@ -122,6 +129,10 @@ int cmd_config(int argc, const char **argv)
 	if (!src)
 		goto out;
 	rc = ovs_conf_load(src, &conf);
+	/* a name that is no user or group is reported here (a take only
+	 * warns: a deleted user must not stop the timer) */
+	if (rc == 0)
+		rc = ovs_conf_check_names(&conf);
 	if (rc < 0) {
 		ovs_error_lib(rc, "config %s", src);
 		ovs_conf_clear(&conf);

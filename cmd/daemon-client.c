@@ -61,7 +61,8 @@ static void daemon_log_path(struct ovs_volume *v, char *buf, size_t len)
  * service's cgroup and be killed when the service ends.  Elsewhere, and
  * when the CLI points the daemon at other directories than the unit's
  * ($OVSNAP_STATE_DIR, $OVSNAP_RUN_DIR, $OVSNAPD), a plain fork.
- * $OVSNAP_DAEMON_START=fork|systemd decides instead.
+ * $OVSNAP_DAEMON_START=fork|systemd decides instead.  A source whose
+ * escape does not fit a unit name is forked either way.
  */
 static int daemon_start_mode_systemd(bool *systemd)
 {
@@ -141,7 +142,8 @@ int ovs_daemon_start(struct ovs_volume *v)
 		rc = daemon_start_mode_systemd(&systemd);
 	if (rc < 0)
 		return rc;
-	if (systemd)
+	/* No unit name fits a source this long (rule 18): fork. */
+	if (systemd && ovs_unit_name_fits(ovs_volume_source(v)))
 		return daemon_start_unit(v);
 	daemon_log_path(v, log, sizeof(log));
 	pid = ovs_spawn_ready(ovs_helper_path("ovsnapd", "OVSNAPD"), argv, log,

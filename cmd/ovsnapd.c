@@ -408,6 +408,8 @@ int main(int argc, char **argv)
 	int c, ready_fd = -1, rc;
 	char *end;
 
+	/* keep $NOTIFY_SOCKET for ourselves, out of what we start */
+	ovs_sd_notify(NULL);
 	while ((c = getopt_long(argc, argv, "fr:dh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

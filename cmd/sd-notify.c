@@ -14,14 +14,34 @@
 
 #include "sd-notify.h"
 
+/* $NOTIFY_SOCKET, taken out of the environment on first use: what the
+ * daemon runs must not talk to its service manager in its name. */
+static const char *notify_socket(void)
+{
+	static char saved[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	static int taken;
+	const char *env;
+
+	if (!taken) {
+		env = getenv("NOTIFY_SOCKET");
+		if (env && strlen(env) < sizeof(saved))
+			strcpy(saved, env);
+		else if (env)
+			saved[0] = '!';	/* too long: refused below */
+		unsetenv("NOTIFY_SOCKET");
+		taken = 1;
+	}
+	return saved;
+}
+
 int ovs_sd_notify(const char *state)
 {
-	const char *path = getenv("NOTIFY_SOCKET");
+	const char *path = notify_socket();
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t len;
 	int fd, rc = 0;
 
-	if (!path || !*path)
+	if (!state || !*path)
 		return 0;
 	len = strlen(path);
 	/* A path, or '@' for a name in the abstract namespace. */

@@ -47,6 +47,9 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 		int fd, pass = ovs_spawn_pass_fd >= 0 ? fcntl(ovs_spawn_pass_fd, F_DUPFD, 10) : -1;
 
 		setsid();
+		/* a forked daemon is no service's: READY=1 or STOPPING=1
+		 * would go to whatever service ran us */
+		unsetenv("NOTIFY_SOCKET");
 		fd = open("/dev/null", O_RDWR);
 		if (fd >= 0) {
 			dup2(fd, 0);

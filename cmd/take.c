@@ -9,8 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -124,8 +129,10 @@ static int check_name(struct ovs_volume *v, const char *src)
  * snapshot, or with --no-wait says a volume is being set up), and two of
  * nested SRCs must not both pass the nesting check of rule 17 before
  * either is registered.  One lock file in the run directory, held until
- * the take that set its volume up is done.  Returns the fd, or -1 after
- * printing the error.
+ * the take that sets its volume up holds the volume's own lock: not
+ * through the hooks, which may take a while or take snapshots of other
+ * new volumes themselves.  Returns the fd, or -1 after printing the
+ * error.
  */
 static int setup_lock(const char *src)
 {
@@ -179,8 +186,10 @@ static int setup_lock(const char *src)
 	return fd;
 }
 
-/* Open the volume of src, setting it up if it is none yet (*created). */
-static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, bool *created)
+/* Open the volume of src, setting it up if it is none yet (*created).
+ * *waited: another take set it up while we waited for the setup lock. */
+static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, bool *created,
+			  bool *waited)
 {
 	struct ovs_volume_opts opts = { .store = opt_store };
 	int rc;
@@ -192,6 +201,7 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 			return EXIT_FAIL;
 		/* the take we waited for may have set it up */
 		rc = ovs_volume_open(src, v);
+		*waited = rc == 0;
 	}
 	if (rc == 0) {
 		if (opt_store)
@@ -234,17 +244,36 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 	return EXIT_OK;
 }
 
+/* SIGTERM of a hook's first process: the take died; so does the hook. */
+static void kill_own_group(int sig)
+{
+	(void)sig;
+	kill(0, SIGKILL);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /*
  * Run a PRE_HOOK or POST_HOOK of the volume's config with sh -c, its
- * stdout on our stderr (stdout is the new id).  id: the new snapshot, 0
- * for none (the pre-hook; a post-hook after a take that failed).
- * EXIT_OK, or EXIT_FAIL after one line.
+ * stdout on our stderr (stdout is the new id), in a process group of its
+ * own that dies with us and is killed after HOOK_TIMEOUT seconds (a
+ * timeout fails the hook).  id: the new snapshot, 0 for none (the
+ * pre-hook; a post-hook after a take that failed).  EXIT_OK, or
+ * EXIT_FAIL after one line.
  */
 static int run_hook(const char *src, const char *key, const char *cmd, uint64_t id)
 {
+	unsigned timeout = ovs_conf_hook_timeout(&conf);
 	char ids[32] = "";
-	int status;
-	pid_t pid;
+	bool timed_out = false;
+	pid_t parent = getpid(), pid;
+	int status, pidfd;
 
 	if (!cmd)
 		return EXIT_OK;
@@ -257,19 +286,73 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 		return EXIT_FAIL;
 	}
 	if (pid == 0) {
+		/* A process group of its own, killed as one on timeout; this
+		 * first process of it stays to kill the whole group when the
+		 * take dies (a PDEATHSIG reaches only one process). */
+		struct sigaction sa = { .sa_handler = kill_own_group };
+		pid_t hook;
+
+		if (setpgid(0, 0) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+		    prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(127);
 		if (setenv("OVSNAP_SOURCE", src, 1) < 0 || setenv("OVSNAP_HOOK", key, 1) < 0 ||
 		    setenv("OVSNAP_SNAPSHOT", ids, 1) < 0 ||
 		    setenv("OVSNAP_CLASS", ovs_snap_class_name(change.cls), 1) < 0 ||
 		    dup2(2, 1) < 0)
 			_exit(127);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
+		hook = fork();
+		if (hook < 0)
+			_exit(127);
+		if (hook == 0) {
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+		while (waitpid(hook, &status, 0) < 0)
+			if (errno != EINTR)
+				_exit(127);
+		if (WIFEXITED(status))
+			_exit(WEXITSTATUS(status));
+		/* the hook's signal is ours, for the take's message */
+		prctl(PR_SET_PDEATHSIG, 0);
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+		_exit(128 + WTERMSIG(status));
+	}
+	setpgid(pid, pid);	/* before we may kill(-pid) */
+	pidfd = timeout ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pidfd >= 0) {
+		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+		int64_t deadline = now_ms() + (int64_t)timeout * 1000;
+		int n;
+
+		for (;;) {
+			int64_t left = deadline - now_ms();
+
+			if (left <= 0) {
+				n = 0;
+				break;
+			}
+			n = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+			if (n != 0 && !(n < 0 && errno == EINTR))
+				break;
+		}
+		if (n == 0) {
+			timed_out = true;
+			kill(-pid, SIGKILL);
+		}
+		close(pidfd);
 	}
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			ovs_error("take %s: %s: wait: %s", src, key, strerror(errno));
 			return EXIT_FAIL;
 		}
+	}
+	if (timed_out) {
+		ovs_error("take %s: %s (%s) ran longer than HOOK_TIMEOUT=%u seconds: killed%s",
+			  src, key, conf.path, timeout, id || strcmp(key, "PRE_HOOK") ? "" :
+			  "; no snapshot taken");
+		return EXIT_FAIL;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return EXIT_OK;
@@ -416,7 +499,7 @@ int cmd_take(int argc, const char **argv)
 	char *src = NULL, *timer_spec = NULL;
 	const char *legacy_keep = NULL;
 	int status, n, conf_rc, setup_fd = -1;
-	bool created = false;
+	bool created = false, waited = false;
 
 	pc = ovs_popt_parse("take", argc, argv, take_options, "SRC", &status);
 	if (!pc)
@@ -475,14 +558,36 @@ int cmd_take(int argc, const char **argv)
 		ovs_error_lib(conf_rc, "take %s", src);
 		goto out;
 	}
+	/* A user deleted since, or an NSS outage: the delegation grants
+	 * the name nothing; the take goes on. */
+	if (ovs_conf_check_names(&conf) < 0 && !ovs_opt_quiet)
+		fprintf(stderr, "%s: take %s: warning: %s\n", ovs_progname, src,
+			ovs_last_error());
 	if (opt_timer) {
 		opt_keep = timer_spec;
 		change.cls = ovs_conf_class(&conf);
 	}
-	status = open_or_create(src, &v, &setup_fd, &created);
+	status = open_or_create(src, &v, &setup_fd, &created, &waited);
 	if (status != EXIT_OK)
 		goto out;
-	status = ovs_lock_loaded("take", v, opt_wait || created);
+	/* A take that waited for the setup of its SRC waits for the rest of
+	 * that take too, as it did when the setup lock was held throughout;
+	 * it said once that it waits. */
+	if (waited) {
+		int quiet = ovs_opt_quiet;
+
+		ovs_opt_quiet = 1;
+		status = ovs_lock_loaded("take", v, true);
+		ovs_opt_quiet = quiet;
+	} else {
+		status = ovs_lock_loaded("take", v, opt_wait || created);
+	}
+	/* Registered and locked: rule 17's check sees the volume now, and
+	 * the hooks must not hold up every other first take. */
+	if (setup_fd >= 0) {
+		close(setup_fd);
+		setup_fd = -1;
+	}
 	if (status == EXIT_OK)
 		status = take_locked(v, src);
 	if (status == EXIT_OK && !conf.exists) {

@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +24,14 @@
 /* Files larger than this are not configuration. */
 #define CONF_MAX_SIZE (64 * 1024)
 
-enum conf_key { K_KEEP, K_SPACE_LIMIT, K_CLASS, K_PRE_HOOK, K_POST_HOOK, K_ALLOW_USERS,
-		K_ALLOW_GROUPS, K_COUNT };
+enum conf_key { K_KEEP, K_SPACE_LIMIT, K_CLASS, K_PRE_HOOK, K_POST_HOOK, K_HOOK_TIMEOUT,
+		K_ALLOW_USERS, K_ALLOW_GROUPS, K_COUNT };
 static const char *const key_names[K_COUNT] = {
-	"KEEP", "SPACE_LIMIT", "CLASS", "PRE_HOOK", "POST_HOOK", "ALLOW_USERS", "ALLOW_GROUPS",
+	"KEEP", "SPACE_LIMIT", "CLASS", "PRE_HOOK", "POST_HOOK", "HOOK_TIMEOUT", "ALLOW_USERS",
+	"ALLOW_GROUPS",
 };
+_Static_assert(K_COUNT <= sizeof(((struct ovs_conf *)0)->line) / sizeof(unsigned),
+	       "struct ovs_conf: a line per key");
 
 const char *ovs_conf_dir(void)
 {
@@ -36,14 +40,21 @@ const char *ovs_conf_dir(void)
 	return env && *env ? env : CONFDIR;
 }
 
-int ovs_unit_escape_path(const char *path, char *buf, size_t len)
+/* A unit name ("ovsnapd@" NAME ".service") is at most 255 bytes. */
+#define UNIT_NAME_MAX (255 - (sizeof("ovsnapd@.service") - 1))
+
+/*
+ * systemd's path escaping into buf (len bytes).  Not fitting: with
+ * truncate, as many whole escapes as fit and 1; else -ENAMETOOLONG.
+ */
+static int escape_into(const char *path, char *buf, size_t len, bool truncate)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t o = 0;
 	bool first = true;
 
-	if (len == 0)
-		return ovs_err(ENAMETOOLONG, "%s: name too long for a unit", path);
+	if (len < 2)
+		return -ENAMETOOLONG;
 	for (const char *p = path; *p; ) {
 		const char *end;
 		size_t n;
@@ -83,19 +94,49 @@ int ovs_unit_escape_path(const char *path, char *buf, size_t len)
 		first = false;
 		p = end;
 	}
-	if (o == 0) {
-		if (len < 2)
-			goto too_long;
+	if (o == 0)
 		buf[o++] = '-';
-	}
 	buf[o] = '\0';
-	/* A unit name ("ovsnapd@" NAME ".service") is at most 255 bytes. */
-	if (o + strlen("ovsnapd@.service") > 255)
-		goto too_long;
 	return 0;
 too_long:
-	return ovs_err(ENAMETOOLONG, "%s: path too long for a unit instance name "
-		       "(systemd-escape --path)", path);
+	buf[o] = '\0';
+	return truncate ? 1 : -ENAMETOOLONG;
+}
+
+int ovs_unit_escape_path(const char *path, char *buf, size_t len)
+{
+	if (len > UNIT_NAME_MAX + 1)
+		len = UNIT_NAME_MAX + 1;
+	if (escape_into(path, buf, len, false) < 0)
+		return ovs_err(ENAMETOOLONG, "the path is too long for a systemd unit "
+			       "instance name (systemd-escape --path)");
+	return 0;
+}
+
+int ovs_conf_name(const char *src, char *buf, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t o;
+
+	if (len < OVS_CONF_NAME_MAX + 1)
+		return ovs_err(EINVAL, "internal error: conf name buffer");
+	if (escape_into(src, buf, UNIT_NAME_MAX + 1, false) == 0)
+		return 0;
+	/* Too long for a unit name: the escape cut short ("~" is never in
+	 * an escape) and the FNV-1a hash of SRC, as the socket's name. */
+	escape_into(src, buf, UNIT_NAME_MAX + 1 - 18, true);
+	for (const char *p = src; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	o = strlen(buf);
+	snprintf(buf + o, len - o, "~h%016llx", (unsigned long long)h);
+	return 0;
+}
+
+bool ovs_unit_name_fits(const char *path)
+{
+	char buf[UNIT_NAME_MAX + 1];
+
+	return escape_into(path, buf, sizeof(buf), false) == 0;
 }
 
 void ovs_conf_clear(struct ovs_conf *c)
@@ -172,9 +213,10 @@ bad:
 	return NULL;
 }
 
-/* "a,b c" -> { "a", "b", "c", NULL }, each checked by lookup. */
-static int split_names(const char *where, const char *key, const char *value, bool groups,
-		       char ***out)
+/* "a,b c" -> { "a", "b", "c", NULL }.  Not looked up here: a user
+ * deleted since, or an NSS outage, must not stop every take (see
+ * ovs_conf_check_names). */
+static int split_names(const char *value, char ***out)
 {
 	char *copy = strdup(value), *save = NULL, *tok, **names;
 	size_t n = 0;
@@ -186,19 +228,15 @@ static int split_names(const char *where, const char *key, const char *value, bo
 		return ovs_err(ENOMEM, "out of memory");
 	}
 	for (tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
-		bool known = groups ? getgrnam(tok) != NULL : getpwnam(tok) != NULL;
-
-		if (!known) {
-			int rc = ovs_err(EINVAL, "%s: %s: no such %s '%s'", where, key,
-					 groups ? "group" : "user", tok);
-
+		names[n] = strdup(tok);
+		if (!names[n]) {
 			for (size_t i = 0; i < n; i++)
 				free(names[i]);
 			free(names);
 			free(copy);
-			return rc;
+			return ovs_err(ENOMEM, "out of memory");
 		}
-		names[n++] = strdup(tok);
+		n++;
 	}
 	free(copy);
 	*out = names;
@@ -243,10 +281,25 @@ static int set_key(struct ovs_conf *c, const char *where, enum conf_key k, char 
 	case K_POST_HOOK:
 		c->post_hook = value;
 		return 0;
+	case K_HOOK_TIMEOUT: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(value, &end, 10);
+		if (value[0] < '0' || value[0] > '9' || *end || errno || n > OVS_CONF_HOOK_TIMEOUT_MAX)
+			rc = ovs_err(EINVAL, "%s: HOOK_TIMEOUT: '%s' is not a number of seconds "
+				     "(0 to %u; 0: no limit)", where, value, OVS_CONF_HOOK_TIMEOUT_MAX);
+		else {
+			c->hook_timeout = n;
+			c->has_hook_timeout = true;
+		}
+		free(value);
+		return rc;
+	}
 	case K_ALLOW_USERS:
 	case K_ALLOW_GROUPS:
-		rc = split_names(where, key_names[k], value, k == K_ALLOW_GROUPS,
-				 k == K_ALLOW_GROUPS ? &c->allow_groups : &c->allow_users);
+		rc = split_names(value, k == K_ALLOW_GROUPS ? &c->allow_groups : &c->allow_users);
 		free(value);
 		return rc;
 	case K_COUNT:
@@ -288,7 +341,7 @@ int ovs_conf_parse(const char *path, const char *text, struct ovs_conf *c)
 			rc = ovs_err(EINVAL, "%s: expected KEY=VALUE (no blanks around '=')", where);
 		} else if (k == K_COUNT) {
 			rc = ovs_err(EINVAL, "%s: unknown key '%.*s' (KEEP, SPACE_LIMIT, CLASS, "
-				     "PRE_HOOK, POST_HOOK, ALLOW_USERS, ALLOW_GROUPS)", where,
+				     "PRE_HOOK, POST_HOOK, HOOK_TIMEOUT, ALLOW_USERS, ALLOW_GROUPS)", where,
 				     (int)(eq - p), p);
 		} else if (c->line[k]) {
 			rc = ovs_err(EINVAL, "%s: %s set twice (first on line %u)", where,
@@ -311,31 +364,69 @@ int ovs_conf_parse(const char *path, const char *text, struct ovs_conf *c)
 	return rc;
 }
 
-int ovs_conf_load(const char *src, struct ovs_conf *c)
+/* The file name of src's settings: NAME.conf. */
+static int conf_file(const char *src, char *buf, size_t len)
 {
-	char name[NAME_MAX + 1], *text;
-	struct stat st;
-	ssize_t n;
-	int fd, rc;
+	char name[OVS_CONF_NAME_MAX + 1];
+	int rc = ovs_conf_name(src, name, sizeof(name));
 
-	memset(c, 0, sizeof(*c));
-	rc = ovs_unit_escape_path(src, name, sizeof(name) - 5);
 	if (rc < 0)
 		return rc;
-	if (snprintf(c->path, sizeof(c->path), "%s/%s.conf", ovs_conf_dir(), name) >=
+	snprintf(buf, len, "%s.conf", name);
+	return 0;
+}
+
+/* The settings directory, checked as the store is (rule 20); -ENOENT
+ * (no message needed) when it or a parent does not exist. */
+static int conf_dir_open(void)
+{
+	char *what;
+	int fd;
+
+	if (asprintf(&what, "settings directory %s", ovs_conf_dir()) < 0)
+		return ovs_err(ENOMEM, "out of memory");
+	fd = ovs_safe_dir_open(ovs_conf_dir(), what, 0);
+	free(what);
+	return fd;
+}
+
+int ovs_conf_load(const char *src, struct ovs_conf *c)
+{
+	char name[OVS_CONF_NAME_MAX + 8], *text;
+	struct stat st;
+	ssize_t n;
+	int fd, dirfd, rc;
+
+	memset(c, 0, sizeof(*c));
+	rc = conf_file(src, name, sizeof(name));
+	if (rc < 0)
+		return rc;
+	if (snprintf(c->path, sizeof(c->path), "%s/%s", ovs_conf_dir(), name) >=
 	    (int)sizeof(c->path))
-		return ovs_err(ENAMETOOLONG, "%s/%s.conf: name too long", ovs_conf_dir(), name);
-	fd = open(c->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		return ovs_err(ENAMETOOLONG, "%s/%s: name too long", ovs_conf_dir(), name);
+	/* Rule 20: its hooks run as root; the directory and every one
+	 * above it are root's and closed to others, as the store's. */
+	dirfd = conf_dir_open();
+	if (dirfd == -ENOENT)
+		return 0;
+	if (dirfd < 0)
+		return dirfd;
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		rc = errno;
+		close(dirfd);
+		if (rc == ENOENT)
 			return 0;
-		return ovs_err(errno, "%s: %m", c->path);
+		if (rc == ELOOP)
+			return ovs_err(rc, "%s: a symbolic link: refused (its hooks run as root)",
+				       c->path);
+		return ovs_err(rc, "%s: %s", c->path, strerror(rc));
 	}
+	close(dirfd);
 	if (fstat(fd, &st) < 0) {
 		rc = ovs_err(errno, "%s: %m", c->path);
 		goto out_fd;
 	}
-	/* Rule 20: its hooks run as root. */
 	if (!S_ISREG(st.st_mode)) {
 		rc = ovs_err(EINVAL, "%s: not a regular file", c->path);
 		goto out_fd;
@@ -416,14 +507,13 @@ static int mkdir_parents(const char *dir)
 
 int ovs_conf_remove(const char *src)
 {
-	char name[NAME_MAX + 1], file[NAME_MAX + 8];
+	char file[OVS_CONF_NAME_MAX + 8];
 	const char *dir = ovs_conf_dir();
 	int dirfd, rc;
 
-	rc = ovs_unit_escape_path(src, name, sizeof(name) - 5);
+	rc = conf_file(src, file, sizeof(file));
 	if (rc < 0)
 		return rc;
-	snprintf(file, sizeof(file), "%s.conf", name);
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return errno == ENOENT ? 0 : ovs_err(errno, "%s: %m", dir);
@@ -433,23 +523,61 @@ int ovs_conf_remove(const char *src)
 	return rc;
 }
 
+/*
+ * Make the file name in dirfd with text, whole or not at all, unless it
+ * exists (1 made, 0 existed).  An unnamed file linked in when complete:
+ * a temporary name would be longer than name, which may be 244 bytes
+ * (rule 18).
+ */
+static int write_new(int dirfd, const char *name, const char *text)
+{
+	char proc[64];
+	size_t len = strlen(text);
+	int fd, rc = 0;
+
+	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		/* no O_TMPFILE here: a temporary name, when it fits */
+		rc = ovs_write_file_atomic(dirfd, name, text, len, 0644);
+		return rc < 0 ? rc : 1;
+	}
+	if (fd < 0)
+		return ovs_err(errno, "%s: %m", name);
+	for (size_t off = 0; off < len && rc == 0; ) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno != EINTR)
+			rc = ovs_err(errno, "write %s: %m", name);
+		else if (n > 0)
+			off += n;
+	}
+	if (rc == 0 && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+		rc = ovs_err(errno, "write %s: %m", name);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (rc == 0 && linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) < 0)
+		rc = errno == EEXIST ? 0 : ovs_err(errno, "link %s: %m", name);
+	else if (rc == 0)
+		rc = fsync(dirfd) < 0 ? ovs_err(errno, "sync the directory of %s: %m", name) : 1;
+	close(fd);
+	return rc;
+}
+
 int ovs_conf_create_default(const char *src, const char *keep)
 {
-	char name[NAME_MAX + 1], file[NAME_MAX + 8], *text = NULL, *shown;
+	char file[OVS_CONF_NAME_MAX + 8], *text = NULL, *shown;
 	const char *dir = ovs_conf_dir();
 	int dirfd, rc, n;
 	struct stat st;
 
-	rc = ovs_unit_escape_path(src, name, sizeof(name) - 5);
+	rc = conf_file(src, file, sizeof(file));
 	if (rc < 0)
 		return rc;
-	snprintf(file, sizeof(file), "%s.conf", name);
 	rc = mkdir_parents(dir);
 	if (rc < 0)
 		return rc;
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = conf_dir_open();
 	if (dirfd < 0)
-		return ovs_err(errno, "%s: %m", dir);
+		return dirfd;
 	if (fstatat(dirfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
 		close(dirfd);
 		return 0;
@@ -478,20 +606,48 @@ int ovs_conf_create_default(const char *src, const char *keep)
 		"# a failing PRE_HOOK aborts the take.\n"
 		"#PRE_HOOK=\"\"\n"
 		"#POST_HOOK=\"\"\n"
+		"# Seconds a hook may run before it is killed (0: no limit).\n"
+		"#HOOK_TIMEOUT=\"%u\"\n"
 		"# Users and groups to be allowed to list, mount and take (stored and\n"
 		"# checked; not yet enforced).\n"
 		"#ALLOW_USERS=\"\"\n"
 		"#ALLOW_GROUPS=\"\"\n",
-		shown, shown, keep ? "" : "#", keep ? keep : OVS_CONF_DEFAULT_KEEP);
+		shown, shown, keep ? "" : "#", keep ? keep : OVS_CONF_DEFAULT_KEEP,
+		OVS_CONF_DEFAULT_HOOK_TIMEOUT);
 	free(shown);
 	if (n < 0) {
 		close(dirfd);
 		return ovs_err(ENOMEM, "out of memory");
 	}
-	rc = ovs_write_file_atomic(dirfd, file, text, strlen(text), 0644);
+	rc = write_new(dirfd, file, text);
 	free(text);
 	close(dirfd);
 	if (rc < 0)
 		return ovs_err_keep(-rc, "create %s/%s", dir, file);
-	return 1;
+	return rc;
+}
+
+unsigned ovs_conf_hook_timeout(const struct ovs_conf *c)
+{
+	return c->has_hook_timeout ? c->hook_timeout : OVS_CONF_DEFAULT_HOOK_TIMEOUT;
+}
+
+int ovs_conf_check_names(const struct ovs_conf *c)
+{
+	for (int g = 0; g < 2; g++) {
+		char **names = g ? c->allow_groups : c->allow_users;
+
+		for (char **p = names; p && *p; p++) {
+			bool known;
+
+			/* not found, or the lookup failed: both unknown */
+			known = g ? getgrnam(*p) != NULL : getpwnam(*p) != NULL;
+			if (!known)
+				return ovs_err(EINVAL, "%s:%u: %s: no such %s '%s'", c->path,
+					       c->line[g ? K_ALLOW_GROUPS : K_ALLOW_USERS],
+					       g ? "ALLOW_GROUPS" : "ALLOW_USERS",
+					       g ? "group" : "user", *p);
+		}
+	}
+	return 0;
 }

@@ -53,7 +53,7 @@ test_first_take_makes_the_file() {
 	assertTrue "the first take made $CONF" "[ -f '$CONF' ]"
 	assertEquals "every setting is commented out" "" "$(grep -v '^#' "$CONF" | grep .)"
 	assertContains "it names the volume" "$(head -1 "$CONF")" "$SRC"
-	for key in KEEP SPACE_LIMIT CLASS PRE_HOOK POST_HOOK ALLOW_USERS ALLOW_GROUPS; do
+	for key in KEEP SPACE_LIMIT CLASS PRE_HOOK POST_HOOK HOOK_TIMEOUT ALLOW_USERS ALLOW_GROUPS; do
 		assertTrue "it shows $key" "grep -q '^#$key=' '$CONF'"
 	done
 	assertEquals "root's, 0644" "0 644" "$(stat -c '%u %a' "$CONF")"
@@ -263,6 +263,160 @@ print("|".join(str(c[k]) if not isinstance(c[k], list) else ",".join(c[k]) for k
 	assertEquals "config of no directory: $(ovs_ran)" 1 "$OVS_RC"
 }
 
+# Rule 18: a SRC whose escape is too long for a unit name (each byte of
+# "é" escapes to 4) still has a settings file (the escape cut short and a
+# hash); take, config and forget work, and the daemon is forked.
+test_long_path() {
+	local name file
+
+	ovs_mkfs xfs || return
+	# 248 bytes escaped: over a unit name's 239, within the store
+	# folder's NAME_MAX
+	name=é
+	while [ "$(systemd-escape --path "$OVS_MNT/$name" | tr -d '\n' | wc -c)" -lt 248 ]; do
+		name+=a
+	done
+	SRC=$OVS_MNT/$name
+	mkdir "$SRC"
+	ovs_run env OVSNAP_DAEMON_START=systemd OVSNAP_SYSTEMCTL=false "$OVSNAP" take "$SRC"
+	assertEquals "take of a long SRC (no systemctl tried): $(ovs_ran)" 0 "$OVS_RC"
+	file=$(ls "$OVSNAP_CONF_DIR")
+	assertEquals "one settings file" 1 "$(printf '%s\n' "$file" | grep -c .)"
+	assertTrue "named by the escape cut short and a hash: $file" \
+		"printf '%s' '$file' | grep -Eq -- '-\\\\xc3\\\\xa9a+~h[0-9a-f]{16}\.conf\$'"
+	assertTrue "no longer than a unit name and .conf: ${#file}" "[ ${#file} -le 244 ]"
+	CONF=$OVSNAP_CONF_DIR/$file
+	conf 'KEEP="last=1"
+PRE_HOOK="echo long-pre"'
+	ovs_run "$OVSNAP" config "$SRC"
+	assertEquals "config: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "config names the file" "# $CONF" "$(printf '%s\n' "$OVS_OUT" | head -1)"
+	assertContains "config reads it" "$OVS_OUT" 'KEEP="last=1"'
+	echo 2 >"$SRC/f"
+	ovs_run "$OVSNAP" take --timer "$SRC"
+	assertEquals "take --timer: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "the file's hook ran" "$OVS_ERR" "long-pre"
+	assertEquals "the file's KEEP applied (to the timer's class)" "1 2" "$(ids)"
+	ovs_run "$OVSNAP" forget --yes --force "$SRC"
+	assertEquals "forget: $(ovs_ran)" 0 "$OVS_RC"
+	assertFalse "forget removed the file" "[ -e '$CONF' ]"
+}
+
+# The setup lock is not held through the hooks: a first take's hook can
+# set another volume up (it waited forever for the lock before).
+test_hook_sets_up_another_volume() {
+	local other
+
+	fresh || return
+	other=$OVS_MNT/other
+	mkdir "$other"
+	conf "PRE_HOOK='\"\$OVSNAP\" take --quiet \"$other\" >&2'"
+	ovs_run timeout 20 "$OVSNAP" take "$SRC"
+	assertEquals "a first take whose hook sets up another SRC: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" list "$other"
+	assertEquals "the hook's volume is there: $(ovs_ran)" 0 "$OVS_RC"
+	"$OVSNAP" deactivate "$other" >/dev/null 2>&1
+	"$OVSNAP" deactivate "$SRC" >/dev/null 2>&1
+}
+
+# A hook runs in its own process group, killed after HOOK_TIMEOUT.
+test_hook_timeout() {
+	local t0 t1 pid i
+
+	fresh || return
+	conf 'PRE_HOOK="sleep 30.0071 & sleep 30.0072"
+HOOK_TIMEOUT=1'
+	ovs_run "$OVSNAP" config "$SRC"
+	assertContains "config shows it" "$OVS_OUT" 'HOOK_TIMEOUT="1"'
+	t0=$(date +%s)
+	ovs_run "$OVSNAP" take "$SRC"
+	t1=$(date +%s)
+	assertEquals "a pre-hook past its time: exit 1: $(ovs_ran)" 1 "$OVS_RC"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertContains "it says so" "$OVS_ERR" \
+		"PRE_HOOK ($CONF) ran longer than HOOK_TIMEOUT=1 seconds: killed; no snapshot taken"
+	assertTrue "within seconds ($((t1 - t0)) s)" "[ $((t1 - t0)) -lt 10 ]"
+	assert_no_volume "" "a pre-hook past its time"
+	assertEquals "no hook process left" "" "$(pgrep -f 'sleep 30\.007')"
+	pkill -f 'sleep 30\.007' 2>/dev/null
+
+	# A take killed while its hook runs: the whole hook goes with it.
+	conf '# no hooks'
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a take without hooks: $(ovs_ran)" 0 "$OVS_RC"
+	conf "PRE_HOOK='touch $OVS_TMP/hook-runs; sleep 30.0073 & sleep 30.0074'"
+	"$OVSNAP" take "$SRC" >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 100); do
+		[ -e "$OVS_TMP/hook-runs" ] && break
+		sleep 0.1
+	done
+	assertTrue "the hook started" "[ -e '$OVS_TMP/hook-runs' ]"
+	sleep 0.2
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null
+	for i in $(seq 50); do
+		pgrep -f 'sleep 30\.007' >/dev/null || break
+		sleep 0.1
+	done
+	assertEquals "a killed take leaves no hook process" "" "$(pgrep -af 'sleep 30\.007')"
+	pkill -f 'sleep 30\.007' 2>/dev/null
+	assertEquals "and no snapshot" "1" "$(ids)"
+	"$OVSNAP" deactivate "$SRC" >/dev/null 2>&1
+	conf 'HOOK_TIMEOUT=soon'
+	ovs_run "$OVSNAP" config "$SRC"
+	assertEquals "a bad HOOK_TIMEOUT: exit 1: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "it says why" "$OVS_ERR" "$CONF:1: HOOK_TIMEOUT: 'soon' is not a number of seconds"
+}
+
+# Rule 20: the settings directory and its parents are held to the store's
+# rule, and the file is not followed through a symlink.
+test_settings_dir_trust() {
+	fresh || return
+	conf 'PRE_HOOK="echo should-not-run"'
+	chmod 0777 "$OVSNAP_CONF_DIR"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a settings dir others may write: refused: $(ovs_ran)" 1 "$OVS_RC"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertContains "it says why" "$OVS_ERR" \
+		"settings directory $OVSNAP_CONF_DIR is unsafe: $OVSNAP_CONF_DIR is writable by others"
+	assertNotContains "the hook did not run" "$OVS_ERR" "should-not-run"
+	assert_no_volume "" "settings dir others may write"
+	chmod 1777 "$OVSNAP_CONF_DIR"
+	ovs_run "$OVSNAP" config "$SRC"
+	assertEquals "sticky is not enough for the directory itself: $(ovs_ran)" 1 "$OVS_RC"
+	chmod 0755 "$OVSNAP_CONF_DIR"
+	mkdir -p "$OVS_TMP/conf-parent/sub"
+	chmod 0775 "$OVS_TMP/conf-parent"
+	ovs_run env OVSNAP_CONF_DIR="$OVS_TMP/conf-parent/sub" "$OVSNAP" config "$SRC"
+	assertEquals "a parent its group may write: refused: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "it names the parent" "$OVS_ERR" "$OVS_TMP/conf-parent is writable by its group"
+	mv "$CONF" "$OVS_TMP/real.conf"
+	ln -s "$OVS_TMP/real.conf" "$CONF"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "a symlink as the file: refused: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "it says so" "$OVS_ERR" "$CONF: a symbolic link: refused"
+	assert_no_volume "" "symlinked settings file"
+}
+
+# A name in ALLOW_USERS/ALLOW_GROUPS that is no user (deleted since, an
+# NSS outage): config reports it, a take warns and goes on.
+test_unknown_allowed_names() {
+	fresh || return
+	conf 'ALLOW_USERS=root,nobody-ovsnap-test
+ALLOW_GROUPS=no-such-group-ovsnap'
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take with an unknown user: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertContains "a warning naming it" "$OVS_ERR" \
+		"warning: $CONF:1: ALLOW_USERS: no such user 'nobody-ovsnap-test'"
+	ovs_run "$OVSNAP" take --timer "$SRC"
+	assertEquals "the timer's take too: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" config "$SRC"
+	assertEquals "config reports it: exit 1: $(ovs_ran)" 1 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+}
+
 # A fake systemctl: records its arguments, then does what systemd would
 # for ovsnapd@NAME.service: runs the daemon with $NOTIFY_SOCKET and
 # returns once it says READY=1 (or fails when it exits first).
@@ -306,7 +460,7 @@ EOF_FAKE
 }
 
 test_daemon_start_through_systemd() {
-	local unit store
+	local unit store pid
 
 	fresh || return
 	make_fake_systemctl
@@ -340,9 +494,14 @@ test_daemon_start_through_systemd() {
 
 	# The fork path, also when systemd runs: no systemctl call.
 	: >"$OVS_TMP/systemctl.args"
-	ovs_run env OVSNAP_DAEMON_START=fork OVSNAP_SYSTEMCTL="$FAKE" "$OVSNAP" take "$SRC"
+	ovs_run env OVSNAP_DAEMON_START=fork OVSNAP_SYSTEMCTL="$FAKE" \
+		NOTIFY_SOCKET="$OVS_TMP/some-service.sock" "$OVSNAP" take "$SRC"
 	assertEquals "take with a forked daemon: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "systemctl not called" "" "$(cat "$OVS_TMP/systemctl.args")"
+	pid=$(pgrep -f -- "ovsnapd --ready-fd 3 $SRC\$")
+	assertNotNull "the forked daemon" "$pid"
+	assertEquals "it has no NOTIFY_SOCKET of the service that ran ovsnap" "" \
+		"$(tr '\0' '\n' <"/proc/$pid/environ" | grep '^NOTIFY_SOCKET=')"
 	ovs_run "$OVSNAP" status "$SRC"
 	assertEquals "protected: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" deactivate "$SRC"

@@ -186,6 +186,23 @@ test_mount_refusals() {
 	"$OVSNAP" umount "$OVS_TMP/rootdir"
 }
 
+# A name that is no user or group (deleted since, an NSS outage) grants
+# nothing and takes nothing from the names that exist.
+test_unknown_names_grant_nothing() {
+	fresh || return
+	printf 'ALLOW_USERS=nobody-ovsnap-test,%s\nALLOW_GROUPS=no-such-group-ovsnap\n' \
+		"$ALICE" >"$CONF"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	assertEquals "alice, named beside an unknown user: $(ovs_ran)" 0 "$OVS_RC"
+	as "$ALICE" "$OVSNAP" take "$SRC"
+	assertEquals "alice takes: $(ovs_ran)" 0 "$OVS_RC"
+	as "$BOB" "$OVSNAP" list "$SRC"
+	denied "bob, not named"
+	printf 'ALLOW_USERS=nobody-ovsnap-test\n' >"$CONF"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, only an unknown user named"
+}
+
 test_undelegated_user_is_denied() {
 	fresh || return
 	mkdir "$HOME_B/view"

@@ -42,7 +42,7 @@ PY
 # no more fds than its cache bound (a quarter of the limit) and what it
 # held before the walk.  The nodes' memory is reported for ovsnapd(8).
 test_walk_far_more_files_than_the_fd_limit() {
-	local src pid status before bound nodes bytes max=0 n rss0 rss1 sampler made
+	local src pid status before bound nodes bytes max=0 n rss0 rss1 sampler made rc
 	local nfiles=50000
 
 	ovs_mkfs xfs 1G || return
@@ -70,8 +70,8 @@ test_walk_far_more_files_than_the_fd_limit() {
 		done
 	) &
 	sampler=$!
-	find "$src" -type f -printf '%s %i\n' >"$OVS_TMP/walk" 2>"$OVS_TMP/walk.err"
-	assertEquals "find through the live path: $(head -3 "$OVS_TMP/walk.err")" 0 $?
+	find "$src" -type f -printf '%s %i\n' >"$OVS_TMP/walk" 2>"$OVS_TMP/walk.err"; rc=$?
+	assertEquals "find through the live path: $(head -3 "$OVS_TMP/walk.err")" 0 "$rc"
 	n=$(wc -l <"$OVS_TMP/walk")
 	assertEquals "every file stat'ed" "$nfiles" "$n"
 	# A sample read back: one file in 97, all of them right.
