@@ -71,12 +71,13 @@ bench_setup() { # NAME
 	export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run OVSNAP_CONF_DIR=$work/conf
 	trap bench_cleanup EXIT
 	trap 'exit 130' INT TERM
-	# The daemons keep an O_PATH fd per inode the kernel remembers, and
-	# inherit this limit from ovsnap (they do not raise it themselves):
-	# with a low limit a 100,000-file tree fails with EMFILE, not slowly.
+	# ovsnapd sizes its fd cache from this limit (a quarter of it); on a
+	# filesystem without file handles it keeps an O_PATH fd per inode the
+	# kernel remembers, and a low limit fails a large walk with EMFILE.
+	# Baselines such as the plain passthrough inherit it too.
 	ulimit -n "${BENCH_NOFILE:-1048576}" 2>/dev/null ||
 		ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-	echo "note: open file limit $(ulimit -n) (ovsnapd needs one fd per inode the kernel remembers)"
+	echo "note: open file limit $(ulimit -n) (ovsnapd's fd cache: a quarter of it, at most 4096)"
 	[ -x "$OVSNAP" ] || { echo "bench: no ovsnap at $OVSNAP (set OVSNAP)" >&2; exit 1; }
 	[ -x "$FILEOPS" ] || { echo "bench: no ovs-fileops at $FILEOPS (set FILEOPS)" >&2; exit 1; }
 }
