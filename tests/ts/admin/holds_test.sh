@@ -97,6 +97,27 @@ test_hold_release_drop_merge() {
 # A manual snapshot survives --keep and the rotation timer's take (its
 # ExecStart: take --wait --quiet --keep SPEC); a held timeline snapshot
 # survives them too, and the rule names it.
+# Rollback (issue 15) removes no snapshot, held or not: a rollback to a
+# held snapshot keeps it and its hold, and every snapshot after it.
+test_hold_and_rollback() {
+	volume 3 || return
+	ovs_run "$OVSNAP" hold "$SRC" 1 3
+	assertEquals "hold: $(ovs_ran)" 0 "$OVS_RC"
+	echo live >"$SRC/f"
+	ovs_run "$OVSNAP" rollback "$SRC" 1
+	assertEquals "rollback to a held snapshot: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the tree is snapshot 1's" 1 "$(cat "$SRC/f")"
+	assertEquals "every snapshot is left, and the pre-rollback one added" "1 2 3 4" "$(ids)"
+	assertEquals "the holds stay" "[true, false, true, false]" "$(snaps_py '[x["hold"] for x in s]')"
+	ovs_run "$OVSNAP" rollback "$SRC" 4
+	assertEquals "rollback to the pre-rollback snapshot: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the tree is as before the first rollback" live "$(cat "$SRC/f")"
+	assertEquals "still every snapshot" "1 2 3 4 5" "$(ids)"
+	refused 1 "snapshot 1 is held" "$OVSNAP" drop "$SRC" 1
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 test_classes_and_keep() {
 	volume 1 || return
 	ovs_run "$OVSNAP" take --class timeline "$SRC"
