@@ -207,6 +207,7 @@ struct layer_ref {
 	struct ovs_layer *layer;
 	uint64_t id;
 	unsigned refs;
+	uint64_t gen;		/* D.epoch when it was made: order of the layers */
 	bool retired;		/* no longer D.layer: close at the last put */
 	struct layer_ref *next;
 };
@@ -243,6 +244,7 @@ struct ovs_layer *layer_get(void)
 		}
 		r->layer = D.layer;
 		r->id = D.layer_id;
+		r->gen = __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE);
 		*p = r;
 	}
 	r->refs++;
@@ -338,9 +340,14 @@ void layers_wait_retired(const struct ovs_layer *mine)
 {
 	pthread_mutex_lock(&layers_lock);
 	for (;;) {
-		struct layer_ref *r = layer_refs;
+		struct layer_ref *r = *layer_ref_find(mine), *me = r;
 
-		while (r && (!r->retired || r->layer == mine))
+		/* Only layers older than mine: a thread preserving into an
+		 * older one never waits for mine (it is not retired before
+		 * the older one), so no two threads wait for each other,
+		 * however many takes fall during a long preserve. */
+		r = layer_refs;
+		while (r && (!r->retired || r == me || (me && r->gen >= me->gen)))
 			r = r->next;
 		if (!r)
 			break;

@@ -162,6 +162,46 @@ parallel_first_changes() {
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# Takes during a long preserve (rule 13) with first changes between
+# them: each change waits for the preserves into layers retired before
+# its own, never for a newer one, so they cannot wait for each other
+# (three takes and two waiting changes deadlocked once: each waited for
+# the other's retired layer).
+test_takes_during_a_held_preserve() {
+	local p1 p2 rc first
+	first=$(ls "$MF")
+	hold_a_preserve || return
+	take_unchanged
+	sh -c "printf 'more\n' >>'$SRC/other/f1'" &
+	p1=$!
+	take_unchanged
+	sh -c "printf 'more\n' >>'$SRC/other/f2'" &
+	p2=$!
+	take_unchanged
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held write succeeds once released" 0 "$rc"
+	wait_bounded 30 "$p1"
+	assertEquals "the first change after the first take completes" 0 $?
+	wait_bounded 30 "$p2"
+	assertEquals "the first change after the second take completes" 0 $?
+	ovs_run timeout 30 mv "$SRC/other/f3" "$SRC/other/f3.moved"
+	assertEquals "a rename after them completes: $(ovs_ran)" 0 "$OVS_RC"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# A take while the held write and the changes queued behind it have not
+# reached SRC: its state is still the first snapshot's (SRC cannot be
+# read for a manifest now: the held write keeps its file locked).
+take_unchanged() {
+	ovs_run timeout 120 "$OVSNAP" take "$SRC"
+	assertEquals "take during the held preserve: $(ovs_ran)" 0 "$OVS_RC"
+	cp "$MF/$first" "$MF/$OVS_OUT.manifest"
+}
+
 test_parallel_first_changes_xfs() {
 	parallel_first_changes
 }
