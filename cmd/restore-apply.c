@@ -607,6 +607,10 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 			close(lfd);
 		if (rc == 0)
 			rc = cloned;
+		if (rc < 0) {
+			close(fd);
+			return fail(-rc, "restore the data of %s", path);
+		}
 	}
 	close(fd);
 	if (rc < 0)

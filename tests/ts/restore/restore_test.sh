@@ -314,6 +314,37 @@ test_restore_does_not_follow_a_swapped_in_symlink_ext4() {
 	symlink_swap_body ext4
 }
 
+# lib/clone.c: where the data must be copied (ext4) and the filesystem
+# has no room for it, the restore fails with one line and the live file
+# keeps its data (it is not truncated first); with room again it works.
+test_restore_without_room_keeps_the_live_file_ext4() {
+	local bfree bs
+
+	ovs_mkfs ext4 256M || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC"
+	head -c 40M /dev/urandom >"$OVS_TMP/big"
+	cp "$OVS_TMP/big" "$SRC/big"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	head -c 1M /dev/zero | tr '\0' B >"$SRC/big"	# preserved into the layer
+	sync
+	# fill the filesystem (outside SRC) up to 8M free
+	bfree=$(stat -f -c %f "$OVS_MNT") bs=$(stat -f -c %S "$OVS_MNT")
+	fallocate -l $((bfree * bs - 8 * 1024 * 1024)) "$OVS_MNT/filler"
+	assertEquals "the filler is there" 0 $?
+	ovs_run "$OVSNAP" restore "$SRC" 1 big
+	assertNotEquals "restore without room: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | grep -c .)"
+	assertContains "says why: $OVS_ERR" "$OVS_ERR" "No space left"
+	assertEquals "the live file keeps its data" \
+		"$(head -c 1M /dev/zero | tr '\0' B | sha256sum)" "$(sha256sum <"$SRC/big")"
+	rm "$OVS_MNT/filler"
+	ovs_run "$OVSNAP" restore "$SRC" 1 big
+	assertEquals "restore with room: $(ovs_ran)" 0 "$OVS_RC"
+	assertTrue "big is back" "cmp -s '$OVS_TMP/big' '$SRC/big'"
+}
+
 # SIGKILL at several steps (a test hook counts the changes): running the
 # same command again finishes it, with no second pre-rollback snapshot,
 # and no snapshot changes.
