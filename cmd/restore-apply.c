@@ -19,6 +19,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +38,7 @@
 #include "ovsnap-private.h"
 #include "resolve.h"
 #include "restore.h"
+#include "walk.h"
 
 struct change {
 	char *path;
@@ -87,6 +90,24 @@ void restore_step(void)
 		return;
 	if (left-- == 0)
 		raise(SIGKILL);
+}
+
+void restore_pause(void)
+{
+	const char *h = getenv("OVSNAPD_TEST_HOOKS");
+	const char *p = getenv("OVSNAP_TEST_RESTORE_PAUSE");
+	char *paused;
+	int fd;
+
+	if (!h || strcmp(h, "1") != 0 || !p || !*p || asprintf(&paused, "%s.paused", p) < 0)
+		return;
+	fd = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	free(paused);
+	/* at most a minute: a test that forgot to let go does not hang */
+	for (int i = 0; i < 1200 && access(p, F_OK) < 0; i++)
+		poll(NULL, 0, 50);
 }
 
 /* ---- the daemon ------------------------------------------------------------- */
@@ -151,12 +172,6 @@ static int __attribute__((format(printf, 2, 3))) fail(int err, const char *fmt, 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	return ovs_err(err, "%s: %s", msg, strerror(err));
-}
-
-/* A path for the *at() calls on livefd. */
-static const char *at(const char *path)
-{
-	return *path ? path : ".";
 }
 
 static bool path_below(const char *path, const char *dir)
@@ -233,11 +248,54 @@ static int snap_parent(struct restore *r, const struct ovs_rentry *e, const char
 
 /* ---- the live side (all through the snapshot mount) ------------------- */
 
+/*
+ * The live directory holding path (O_PATH), and in *name its last name
+ * ("." for "" itself), or -errno.  The restore runs as root in a tree
+ * users write to, so no path of more than one name reaches an *at()
+ * call: the parent is resolved beneath livefd without following any
+ * symlink (DESIGN.md rule 15), and the last name is acted on from there
+ * without following it.  A directory swapped for a symlink mid-restore
+ * stops the restore with ELOOP instead of leading it outside SRC.
+ */
+static int live_parent(struct restore *r, const char *path, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent;
+	int fd;
+
+	*name = !*path ? "." : slash ? slash + 1 : path;
+	parent = slash ? strndup(path, slash - path) : strdup("");
+	if (!parent)
+		return -ENOMEM;
+	fd = ovs_open_beneath(r->livefd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC,
+			      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+	free(parent);
+	return fd;
+}
+
+/* fail() for a live_parent() that failed. */
+static int parent_fail(int rc, const char *what, const char *path)
+{
+	if (rc == -ELOOP || rc == -EXDEV)
+		return ovs_err(-rc, "%s %s: a directory above it is a symlink now (changed during "
+				    "the restore?); not followed", what, path);
+	return fail(-rc, "%s %s", what, path);
+}
+
 static int live_lstat(struct restore *r, const char *path, struct stat *st)
 {
-	if (fstatat(r->livefd, at(path), st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	return 0;
+	const char *name;
+	int pfd = live_parent(r, path, &name), rc = 0;
+
+	/* a parent that is a symlink: path is not in the live tree */
+	if (pfd == -ELOOP || pfd == -EXDEV)
+		return -ENOTDIR;
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	close(pfd);
+	return rc;
 }
 
 /* Remove path and everything below it; absent is fine. */
@@ -245,25 +303,34 @@ static int live_remove(struct restore *r, const char *path)
 {
 	struct stat st;
 	struct dirent *de;
+	const char *name;
 	DIR *d;
-	int fd, rc = live_lstat(r, path, &st);
+	int fd, pfd, rc = live_lstat(r, path, &st);
 
 	if (rc == -ENOENT || rc == -ENOTDIR)
 		return 0;	/* a parent is no directory (any more) */
 	if (rc < 0)
 		return fail(-rc, "%s", path);
+	pfd = live_parent(r, path, &name);
+	if (pfd < 0)
+		return parent_fail(pfd, "remove", path);
 	if (!S_ISDIR(st.st_mode)) {
-		if (unlinkat(r->livefd, path, 0) < 0 && errno != ENOENT)
-			return fail(errno, "remove %s", path);
-		return 0;
+		rc = unlinkat(pfd, name, 0) < 0 && errno != ENOENT ? fail(errno, "remove %s", path) : 0;
+		close(pfd);
+		return rc;
 	}
-	fd = openat(r->livefd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(errno, "open %s", path);
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rc = fail(errno, "open %s", path);
+		close(pfd);
+		return rc;
+	}
 	d = fdopendir(fd);
 	if (!d) {
+		rc = fail(errno, "read %s", path);
 		close(fd);
-		return fail(errno, "read %s", path);
+		close(pfd);
+		return rc;
 	}
 	rc = 0;
 	while (rc == 0 && (errno = 0, de = readdir(d))) {
@@ -281,8 +348,9 @@ static int live_remove(struct restore *r, const char *path)
 	if (rc == 0 && errno)
 		rc = fail(errno, "read %s", path);
 	closedir(d);
-	if (rc == 0 && unlinkat(r->livefd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
+	if (rc == 0 && unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = fail(errno, "remove %s", path);
+	close(pfd);
 	return rc;
 }
 
@@ -334,14 +402,21 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in
 {
 	char sproc[PATH_MAX], lproc[PATH_MAX], *slist = NULL, *llist = NULL;
 	char ubuf[XATTR_NAME_MAX + 1];
+	const char *lname;
 	ssize_t sn, ln;
-	int rc = 0;
+	int rc = 0, pfd;
 
+	/* one name below a directory fd, through l*xattr(): nothing followed */
+	pfd = live_parent(r, path, &lname);
+	if (pfd < 0)
+		return parent_fail(pfd, "set the xattrs of", path);
 	if ((size_t)snprintf(sproc, sizeof(sproc), "/proc/self/fd/%d/%s", sdirfd, sname) >=
 		    sizeof(sproc) ||
-	    (size_t)snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d/%s", r->livefd, at(path)) >=
-		    sizeof(lproc))
+	    (size_t)snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d/%s", pfd, lname) >=
+		    sizeof(lproc)) {
+		close(pfd);
 		return ovs_err(ENAMETOOLONG, "%s", path);
+	}
 	sn = list_xattrs(sproc, &slist);
 	ln = sn < 0 ? 0 : list_xattrs(lproc, &llist);
 	if (sn < 0 || ln < 0) {
@@ -387,6 +462,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in
 			goto out;
 	}
 out:
+	close(pfd);
 	free(slist);
 	free(llist);
 	return rc;
@@ -395,10 +471,42 @@ out:
 static int set_times(struct restore *r, const char *path, const struct stat *st)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	const char *name;
+	int pfd = live_parent(r, path, &name), rc = 0;
 
-	if (utimensat(r->livefd, at(path), ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return fail(errno, "set the times of %s", path);
-	return 0;
+	if (pfd < 0)
+		return parent_fail(pfd, "set the times of", path);
+	if (utimensat(pfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = fail(errno, "set the times of %s", path);
+	close(pfd);
+	return rc;
+}
+
+/* chmod of the live non-symlink name in the directory pfd: chmod itself
+ * follows a symlink, so the object is pinned with O_PATH first, its type
+ * checked, and changed through its /proc/self/fd link (which names that
+ * very inode). */
+static int live_chmod(int pfd, const char *name, mode_t mode, const char *path)
+{
+	char proc[64];
+	struct stat st;
+	int fd, rc = 0;
+
+	fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(errno, "chmod %s", path);
+	if (fstat(fd, &st) < 0)
+		rc = fail(errno, "chmod %s", path);
+	else if (S_ISLNK(st.st_mode))
+		rc = ovs_err(EAGAIN, "chmod %s: it became a symlink during the restore; not "
+				     "followed", path);
+	else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		if (chmod(proc, mode) < 0)
+			rc = fail(errno, "chmod %s", path);
+	}
+	close(fd);
+	return rc;
 }
 
 /* xattrs, owner, mode (in that order: an ACL sets mode bits, a chown
@@ -406,8 +514,8 @@ static int set_times(struct restore *r, const char *path, const struct stat *st)
 static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
 			 const char *path)
 {
-	const char *sname;
-	int sdirfd, rc;
+	const char *sname, *name;
+	int sdirfd, pfd, rc;
 
 	sdirfd = snap_parent(r, e, spath, &sname);
 	if (sdirfd < 0)
@@ -416,13 +524,54 @@ static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const ch
 	close(sdirfd);
 	if (rc < 0)
 		return rc;
-	if (fchownat(r->livefd, at(path), e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return fail(errno, "chown %s", path);
-	if (!S_ISLNK(e->st.st_mode) && fchmodat(r->livefd, at(path), e->st.st_mode & 07777, 0) < 0)
-		return fail(errno, "chmod %s", path);
+	pfd = live_parent(r, path, &name);
+	if (pfd < 0)
+		return parent_fail(pfd, "chown", path);
+	if (fchownat(pfd, name, e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = fail(errno, "chown %s", path);
+	else if (!S_ISLNK(e->st.st_mode))
+		rc = live_chmod(pfd, name, e->st.st_mode & 07777, path);
+	close(pfd);
+	if (rc < 0)
+		return rc;
 	if (S_ISDIR(e->st.st_mode))
 		return r->to_dest ? 0 : note_dir(r, path);
 	return set_times(r, path, &e->st);
+}
+
+/*
+ * The live regular file at path, open for writing, or -errno: pinned
+ * with O_PATH beneath livefd and its type checked before it is opened
+ * (through its /proc/self/fd link, the very inode), so a FIFO or device
+ * swapped in is never opened by root; O_NONBLOCK all the same.
+ */
+static int live_open_file(struct restore *r, const char *path)
+{
+	char proc[64];
+	struct stat st;
+	const char *name;
+	int pfd, pin, fd;
+
+	pfd = live_parent(r, path, &name);
+	if (pfd < 0)
+		return pfd;
+	pin = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = pin < 0 ? -errno : 0;
+	close(pfd);
+	if (fd < 0)
+		return fd;
+	if (fstat(pin, &st) < 0)
+		fd = -errno;
+	else if (!S_ISREG(st.st_mode))
+		fd = -EAGAIN;	/* it changed under the restore */
+	else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
+		fd = open(proc, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+	}
+	close(pin);
+	return fd;
 }
 
 /* The data of the snapshot's file e at path into the live regular file
@@ -452,12 +601,16 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 							 daemon_clone_into(r, path, fd);
 	if (rc == -ENAMETOOLONG) {
 		/* or too long for one control message */
-		lfd = openat(r->livefd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-		rc = lfd < 0 ? -errno : ovs_clone_data(lfd, fd, &cloned);
+		lfd = live_open_file(r, path);
+		rc = lfd < 0 ? lfd : ovs_clone_data(lfd, fd, &cloned);
 		if (lfd >= 0)
 			close(lfd);
 		if (rc == 0)
 			rc = cloned;
+		if (rc < 0) {
+			close(fd);
+			return fail(-rc, "restore the data of %s", path);
+		}
 	}
 	close(fd);
 	if (rc < 0)
@@ -620,9 +773,37 @@ static const char *unchanged_link(struct restore *r, const struct ovs_rentry *e,
 	return NULL;
 }
 
+static int make_object_at(struct restore *r, const struct ovs_rentry *e, const char *spath,
+			  const char *path, int pfd, const char *name);
+
 /* Make the snapshot's object e at path, where the live tree has nothing. */
 static int make_object(struct restore *r, const struct ovs_rentry *e, const char *spath,
 		       const char *path)
+{
+	mode_t type = e->st.st_mode & S_IFMT;
+	const char *name;
+	int rc, pfd = live_parent(r, path, &name);
+
+	if (pfd < 0)
+		return parent_fail(pfd, "create", path);
+	rc = make_object_at(r, e, spath, path, pfd, name);
+	close(pfd);
+	if (rc <= 0)
+		return rc;
+	if (type == S_IFREG) {
+		rc = copy_data(r, e, spath, path);
+		if (rc == 0 && e->st.st_nlink > 1)
+			rc = note_link(r, e, path);
+		if (rc < 0)
+			return rc;
+	}
+	return copy_metadata(r, e, spath, path);
+}
+
+/* make_object() in the live directory pfd, as name: 1 made (data and
+ * metadata still to come), 0 linked to a name made before, -errno. */
+static int make_object_at(struct restore *r, const struct ovs_rentry *e, const char *spath,
+			  const char *path, int pfd, const char *name)
 {
 	mode_t type = e->st.st_mode & S_IFMT;
 	int fd, rc;
@@ -630,29 +811,34 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 	switch (type) {
 	case S_IFREG: {
 		const char *first = e->st.st_nlink > 1 ? restored_link(r, e) : NULL;
+		const char *fname;
+		int ffd;
 
 		if (!first && e->st.st_nlink > 1 && !r->to_dest)
 			first = unchanged_link(r, e, path);
 
 		if (first) {
-			if (linkat(r->livefd, first, r->livefd, path, 0) < 0)
-				return fail(errno, "link %s to %s", path, first);
+			ffd = live_parent(r, first, &fname);
+			if (ffd < 0)
+				return parent_fail(ffd, "link to", first);
+			rc = linkat(ffd, fname, pfd, name, 0) < 0 ? -errno : 0;
+			close(ffd);
+			if (rc < 0)
+				return fail(-rc, "link %s to %s", path, first);
 			return 0;
 		}
-		fd = openat(r->livefd, path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-			    0600);
+		fd = openat(pfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_NONBLOCK |
+			    O_CLOEXEC, 0600);
 		if (fd < 0)
 			return fail(errno, "create %s", path);
 		close(fd);
-		rc = copy_data(r, e, spath, path);
-		if (rc == 0 && e->st.st_nlink > 1)
-			rc = note_link(r, e, path);
+		rc = 1;
 		break;
 	}
 	case S_IFDIR:
-		if (mkdirat(r->livefd, path, 0700) < 0)
+		if (mkdirat(pfd, name, 0700) < 0)
 			return fail(errno, "mkdir %s", path);
-		rc = 0;
+		rc = 1;
 		break;
 	case S_IFLNK: {
 		const char *sname;
@@ -673,18 +859,18 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 			return fail(err, "read the symlink %s", spath);
 		}
 		target[n] = '\0';
-		rc = symlinkat(target, r->livefd, path) < 0 ? -errno : 0;
+		rc = symlinkat(target, pfd, name) < 0 ? -errno : 1;
 		free(target);
 		if (rc < 0)
 			return fail(-rc, "symlink %s", path);
 		break;
 	}
 	default:
-		if (mknodat(r->livefd, path, e->st.st_mode & (S_IFMT | 0600), e->st.st_rdev) < 0)
+		if (mknodat(pfd, name, e->st.st_mode & (S_IFMT | 0600), e->st.st_rdev) < 0)
 			return fail(errno, "mknod %s", path);
-		rc = 0;
+		rc = 1;
 	}
-	return rc < 0 ? rc : copy_metadata(r, e, spath, path);
+	return rc;
 }
 
 /* ---- one change ------------------------------------------------------------- */
@@ -825,6 +1011,8 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 	rc = open_snapshot(r, snap);
 	if (rc == 0)
 		rc = ovs_diff_all(r->v, snap, OVS_DIFF_LIVE, r->srcfd, collect, r);
+	if (rc == 0)
+		restore_pause();
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = make_parents(r, paths[i]);
 	for (size_t i = 0; rc == 0 && i < r->nchanges; i++) {

@@ -47,4 +47,9 @@ int restore_check_active(const char *cmd, struct ovs_volume *v);
  * SIGKILL this process after N more changes. */
 void restore_step(void);
 
+/* Test hook (OVSNAPD_TEST_HOOKS=1 and OVSNAP_TEST_RESTORE_PAUSE=P): once
+ * the changes are known, create P.paused and wait (a minute at most) for
+ * P to exist before making them. */
+void restore_pause(void);
+
 #endif

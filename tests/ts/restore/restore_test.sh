@@ -253,6 +253,98 @@ test_bad_input_changes_nothing() {
 	assertEquals "inactive: nothing changed" "$out" "$("$MANIFEST" "$SRC")"
 }
 
+# DESIGN.md rule 15: a user who swaps a directory of SRC for a symlink to
+# a directory outside SRC while the restore (root) runs must not lead it
+# there.  A test hook pauses the restore once it knows its changes; d is
+# swapped; the restore goes on: every sentinel outside SRC keeps its data,
+# mode, owner and name, and the restore either fails with one line or
+# works inside SRC only.
+symlink_swap_body() {	# symlink_swap_body FSTYPE
+	local out=$OVS_TMP/outside-$1 pause=$OVS_TMP/pause-$1 pid i rc
+
+	make_volume "$1" || return
+	# d itself stays unchanged: only what is in it
+	echo other >"$SRC/d/file"
+	chmod 0600 "$SRC/d/n1"
+	chown 1234:1234 "$SRC/d/n2"
+	setfattr -n user.k -v v "$SRC/d/n3"
+	rm -rf "$out" "$pause" "$pause.paused"
+	mkdir -p "$out"
+	for n in file n1 n2 n3 n4; do echo "sentinel $n" >"$out/$n"; done
+	chmod 0644 "$out"/*
+	"$MANIFEST" "$out" >"$OVS_TMP/out.before"
+	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+		"$OVSNAP" restore "$SRC" 1 d >"$OVS_TMP/swap.out" 2>"$OVS_TMP/swap.err" </dev/null &
+	pid=$!
+	for i in $(seq 1 300); do
+		[ -e "$pause.paused" ] && break
+		sleep 0.1
+	done
+	assertTrue "the restore reached the pause hook" "[ -e '$pause.paused' ]"
+	assertTrue "the restore waits in it" "kill -0 $pid"
+	mv "$SRC/d" "$SRC/d.moved"
+	ln -s "$out" "$SRC/d"
+	touch "$pause"
+	wait "$pid"
+	rc=$?
+	echo "swapped-in symlink on $1: rc=$rc: $(cat "$OVS_TMP/swap.err")"
+	"$MANIFEST" "$out" >"$OVS_TMP/out.after"
+	ovs_run diff "$OVS_TMP/out.before" "$OVS_TMP/out.after"
+	assertEquals "nothing outside SRC changed: $OVS_OUT" 0 "$OVS_RC"
+	for n in file n1 n2 n3 n4; do
+		assertEquals "$n outside SRC keeps its data" "sentinel $n" "$(cat "$out/$n")"
+	done
+	assertEquals "nothing outside SRC was added or removed" "file n1 n2 n3 n4" \
+		"$(ls "$out" | tr '\n' ' ' | sed 's/ $//')"
+	if [ "$rc" -ne 0 ]; then
+		assertEquals "a failed restore says why in one line: $(cat "$OVS_TMP/swap.err")" 1 \
+			"$(grep -c . "$OVS_TMP/swap.err")"
+		assertContains "it names the path" "$(cat "$OVS_TMP/swap.err")" " d/"
+	else
+		assertTrue "a restore that went on made d a directory inside SRC" \
+			"[ -d '$SRC/d' ] && [ ! -L '$SRC/d' ]"
+	fi
+}
+
+test_restore_does_not_follow_a_swapped_in_symlink_xfs() {
+	symlink_swap_body xfs
+}
+
+test_restore_does_not_follow_a_swapped_in_symlink_ext4() {
+	symlink_swap_body ext4
+}
+
+# lib/clone.c: where the data must be copied (ext4) and the filesystem
+# has no room for it, the restore fails with one line and the live file
+# keeps its data (it is not truncated first); with room again it works.
+test_restore_without_room_keeps_the_live_file_ext4() {
+	local bfree bs
+
+	ovs_mkfs ext4 256M || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC"
+	head -c 40M /dev/urandom >"$OVS_TMP/big"
+	cp "$OVS_TMP/big" "$SRC/big"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	head -c 1M /dev/zero | tr '\0' B >"$SRC/big"	# preserved into the layer
+	sync
+	# fill the filesystem (outside SRC) up to 8M free
+	bfree=$(stat -f -c %f "$OVS_MNT") bs=$(stat -f -c %S "$OVS_MNT")
+	fallocate -l $((bfree * bs - 8 * 1024 * 1024)) "$OVS_MNT/filler"
+	assertEquals "the filler is there" 0 $?
+	ovs_run "$OVSNAP" restore "$SRC" 1 big
+	assertNotEquals "restore without room: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | grep -c .)"
+	assertContains "says why: $OVS_ERR" "$OVS_ERR" "No space left"
+	assertEquals "the live file keeps its data" \
+		"$(head -c 1M /dev/zero | tr '\0' B | sha256sum)" "$(sha256sum <"$SRC/big")"
+	rm "$OVS_MNT/filler"
+	ovs_run "$OVSNAP" restore "$SRC" 1 big
+	assertEquals "restore with room: $(ovs_ran)" 0 "$OVS_RC"
+	assertTrue "big is back" "cmp -s '$OVS_TMP/big' '$SRC/big'"
+}
+
 # SIGKILL at several steps (a test hook counts the changes): running the
 # same command again finishes it, with no second pre-rollback snapshot,
 # and no snapshot changes.
