@@ -599,8 +599,9 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 	 */
 	rc = r->to_dest || !ovs_volume_can_clone(r->v) ? -ENAMETOOLONG :
 							 daemon_clone_into(r, path, fd);
-	if (rc == -ENAMETOOLONG) {
-		/* or too long for one control message */
+	if (rc == -ENAMETOOLONG || rc == -EXDEV) {
+		/* or too long for one control message, or this file cannot
+		 * be cloned (the daemon only clones) */
 		lfd = live_open_file(r, path);
 		rc = lfd < 0 ? lfd : ovs_clone_data(lfd, fd, &cloned);
 		if (lfd >= 0)

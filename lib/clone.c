@@ -36,7 +36,7 @@ static int room_for(int out, const struct stat *ost, off_t size)
 	return (unsigned long long)size > avail ? -ENOSPC : 0;
 }
 
-int ovs_clone_data(int out, int in, bool *cloned)
+static int clone_data(int out, int in, bool *cloned, bool may_copy)
 {
 	struct stat st, ost;
 	int rc;
@@ -67,6 +67,8 @@ int ovs_clone_data(int out, int in, bool *cloned)
 		}
 		if (!copy_instead(-rc))
 			return rc;	/* ENOSPC, EIO, ...: out as it was */
+		if (!may_copy)
+			return -EXDEV;	/* out as it was, or cut to in's size */
 		/* the data ranges only, but a sparse file's size is an upper
 		 * bound its blocks stay below */
 		rc = room_for(out, &ost, (off_t)st.st_blocks * 512 < st.st_size ?
@@ -81,4 +83,14 @@ int ovs_clone_data(int out, int in, bool *cloned)
 	if (st.st_size == 0)
 		return 0;
 	return ovs_copy_data_ranges(in, out, st.st_size);
+}
+
+int ovs_clone_data(int out, int in, bool *cloned)
+{
+	return clone_data(out, in, cloned, true);
+}
+
+int ovs_clone_only(int out, int in)
+{
+	return clone_data(out, in, NULL, false);
 }

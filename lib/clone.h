@@ -25,5 +25,8 @@
  * -errno.
  */
 int ovs_clone_data(int out, int in, bool *cloned);
+/* The same without the copy: -EXDEV where ovs_clone_data would copy (a
+ * daemon request must not copy gigabytes while it holds up takes). */
+int ovs_clone_only(int out, int in);
 
 #endif
