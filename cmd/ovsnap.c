@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -613,6 +614,9 @@ int main(int argc, const char **argv)
 		}
 	}
 	umask(022);
+	/* no core dump of root's memory where a user can reach it */
+	if (ovs_delegated_uid() >= 0)
+		prctl(PR_SET_DUMPABLE, 0);
 	if (ovs_delegated_uid() >= 0 &&
 	    (strcmp(c->name, "diff") == 0 || strcmp(c->name, "list") == 0))
 		saved = buffer_stdout();
