@@ -334,6 +334,18 @@ static long fd_mnt_id(int fd)
 	return id;
 }
 
+/* Set a limit; where even root may not raise a hard limit (no
+ * CAP_SYS_RESOURCE, as in some containers), the soft one up to it. */
+static void raise_limit(int res, const struct rlimit *want)
+{
+	struct rlimit cur;
+
+	if (setrlimit(res, want) == 0 || getrlimit(res, &cur) < 0)
+		return;
+	cur.rlim_cur = cur.rlim_max;
+	setrlimit(res, &cur);
+}
+
 /* The limits root's work runs with, whatever the caller set (a tiny
  * RLIMIT_FSIZE or NOFILE must not make a take or its hooks fail half
  * way); no core dumps of root's memory. */
@@ -354,10 +366,10 @@ static void reset_limits(void)
 		fclose(f);
 	}
 	for (const int *r = unlimited; *r >= 0; r++)
-		setrlimit(*r, &inf);
+		raise_limit(*r, &inf);
 	setrlimit(RLIMIT_CORE, &core);
-	setrlimit(RLIMIT_STACK, &stack);
-	setrlimit(RLIMIT_NOFILE, &nofile);
+	raise_limit(RLIMIT_STACK, &stack);
+	raise_limit(RLIMIT_NOFILE, &nofile);
 }
 
 /*
@@ -573,6 +585,7 @@ int main(int argc, char **argv)
 			die("mount: %s", strerror(errno));
 	} else if (strcmp(cmd->name, "umount") == 0) {
 		char fdpath[64];
+		struct stat st;
 		long id, pid_;
 		ssize_t n;
 		int fd, up;
@@ -586,6 +599,8 @@ int main(int argc, char **argv)
 		if (fd < 0)
 			die("umount: %s: %s", pos[0], errno == ELOOP ?
 			    "permission denied (a symlink)" : strerror(errno));
+		if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode))
+			die("umount: %s: permission denied (a symlink)", pos[0]);
 		up = openat(fd, "..", O_PATH | O_DIRECTORY);
 		id = fd_mnt_id(fd);
 		pid_ = up >= 0 ? fd_mnt_id(up) : -1;
