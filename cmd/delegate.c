@@ -638,7 +638,10 @@ int main(int argc, char **argv)
 			    ovs_conf_dir());
 		rc = ovs_conf_load(src, &conf);
 		if (rc < 0)
-			die("%s %s: permission denied (%s)", cmd->name, src, ovs_last_error());
+			/* (the settings' text is root's: a parse error quotes
+			 * it, so it is shown to no user, named or not) */
+			die("%s %s: permission denied (its settings do not load: "
+			    "root sees why with ovsnap config)", cmd->name, src);
 		if (!allowed(&conf, uid))
 			die("%s %s: permission denied", cmd->name, src);
 		ovs_conf_clear(&conf);

@@ -429,4 +429,19 @@ test_mount_targets_refused_by_place() {
 	assertEquals "nothing was mounted" "" "$(findmnt -rn -o TARGET | grep "^$SRC/\|^$OVS_TMP/rootdir/")"
 }
 
+# Settings that do not load: every user gets "permission denied" alone,
+# nothing of the file's text (root's) is quoted.
+test_settings_errors_are_not_shown_to_users() {
+	fresh || return
+	printf 'ALLOW_USERS=%s\nNO_SUCH_KEY_SECRET_TEXT=1\n' "$ALICE" >"$CONF"
+	ovs_run "$OVSNAP" config "$SRC"
+	assertContains "root's ovsnap config says why: $(ovs_ran)" "$OVS_ERR" "NO_SUCH_KEY_SECRET_TEXT"
+	as "$BOB" "$OVSNAP" list "$SRC"
+	denied "bob, settings that do not load"
+	assertNotContains "bob sees none of their text" "$OVS_ERR" "SECRET_TEXT"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings that do not load"
+	assertNotContains "alice neither" "$OVS_ERR" "SECRET_TEXT"
+}
+
 . "$SHUNIT2"
