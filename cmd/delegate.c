@@ -670,6 +670,25 @@ int main(int argc, char **argv)
 		snprintf(ovsnap, sizeof(ovsnap), "%s/ovsnap", SBINDIR);
 	snprintf(uidstr, sizeof(uidstr), "%u", (unsigned)uid);
 	setenv("OVSNAP_DELEGATED_UID", uidstr, 1);
+	{
+		/* the caller's own groups, as the kernel gave them (diff
+		 * shows what these may list) */
+		gid_t groups[NGROUPS_MAX];
+		int ng = getgroups(NGROUPS_MAX, groups);
+		char *list = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&list, &len);
+
+		if (!f)
+			die("%s: out of memory", cmd->name);
+		fprintf(f, "%u", (unsigned)getgid());
+		for (int i = 0; i < ng; i++)
+			fprintf(f, ",%u", (unsigned)groups[i]);
+		if (fclose(f) != 0 || ng < 0)
+			die("%s: cannot tell your groups", cmd->name);
+		setenv("OVSNAP_DELEGATED_GROUPS", list, 1);
+		free(list);
+	}
 	if (target)
 		setenv("OVSNAP_DELEGATED_TARGET_FD", "3", 1);
 	run_as_root(ovsnap, xargv, uid, getgid(), target != NULL);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,24 +274,46 @@ static int caller_setup(struct ovs_volume *v, uint64_t from, int srcfd, long uid
 	size_t n = ovs_snapshot_count(v), a = n;
 	int ng = 64;
 
-	if (!pw)
-		return -ENOENT;
 	caller.uid = (uid_t)uid;
-	caller.gid = pw->pw_gid;
-	for (;;) {
-		gid_t *g = realloc(caller.groups, ng * sizeof(gid_t));
-		int want = ng;
+	/* the groups the helper saw the caller have (OVSNAP_DELEGATED_GROUPS:
+	 * its real gid first), else those of its passwd and group entries */
+	if (getenv("OVSNAP_DELEGATED_GROUPS")) {
+		const char *p = getenv("OVSNAP_DELEGATED_GROUPS");
 
-		if (!g)
+		caller.groups = calloc(NGROUPS_MAX + 1, sizeof(gid_t));
+		if (!caller.groups)
 			return -ENOMEM;
-		caller.groups = g;
-		if (getgrouplist(pw->pw_name, pw->pw_gid, g, &want) >= 0) {
-			caller.ngroups = want;
-			break;
+		while (*p && caller.ngroups <= NGROUPS_MAX) {
+			char *end;
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p || (*end && *end != ','))
+				return -EINVAL;
+			caller.groups[caller.ngroups++] = (gid_t)g;
+			p = *end ? end + 1 : end;
 		}
-		if (want <= ng)
+		if (!caller.ngroups)
 			return -EINVAL;
-		ng = want;
+		caller.gid = caller.groups[0];
+	} else {
+		if (!pw)
+			return -ENOENT;
+		caller.gid = pw->pw_gid;
+		for (;;) {
+			gid_t *g = realloc(caller.groups, ng * sizeof(gid_t));
+			int want = ng;
+
+			if (!g)
+				return -ENOMEM;
+			caller.groups = g;
+			if (getgrouplist(pw->pw_name, pw->pw_gid, g, &want) >= 0) {
+				caller.ngroups = want;
+				break;
+			}
+			if (want <= ng)
+				return -EINVAL;
+			ng = want;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		if (ovs_snapshot_at(v, i)->id == from)

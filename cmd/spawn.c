@@ -53,6 +53,7 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 		/* a daemon started for a delegated user is no one's but root's */
 		unsetenv("OVSNAP_DELEGATED_UID");
 		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
+		unsetenv("OVSNAP_DELEGATED_GROUPS");
 		if (chdir("/") < 0)
 			_exit(127);
 		fd = open("/dev/null", O_RDWR);

@@ -304,6 +304,7 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 		 * its cwd, its ids in the environment) reaches it */
 		unsetenv("OVSNAP_DELEGATED_UID");
 		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
+		unsetenv("OVSNAP_DELEGATED_GROUPS");
 		if (chdir("/") < 0)
 			_exit(127);
 		{

@@ -306,6 +306,20 @@ test_diff_hides_what_the_caller_cannot_list() {
 	as "$ALICE" "$OVSNAP" diff --json "$SRC" 2
 	assertNotContains "nor in JSON" "$OVS_OUT" "SECRET-NAME"
 	assertContains "root sees it" "$("$OVSNAP" diff "$SRC" 2)" "SECRET-NAME"
+	# a group's directory: for the groups the caller has, as the kernel
+	# gave them (not as /etc/group lists them)
+	mkdir -m 0750 "$SRC/grp"
+	chgrp "$GROUP" "$SRC/grp"
+	echo g >"$SRC/grp/GROUP-NAME"
+	printf 'ALLOW_USERS=%s,%s\n' "$ALICE" "$BOB" >"$CONF"
+	as "$BOB" "$OVSNAP" diff "$SRC" 2
+	assertContains "bob, in the group, sees its file: $(ovs_ran)" "$OVS_OUT" "grp/GROUP-NAME"
+	as "$ALICE" "$OVSNAP" diff "$SRC" 2
+	assertNotContains "alice, not in it, does not" "$OVS_OUT" "GROUP-NAME"
+	ovs_run setpriv --reuid="$BOB" --regid="$(id -g "$BOB")" --clear-groups \
+		--inh-caps=-all -- "$OVSNAP" diff "$SRC" 2
+	assertEquals "bob without his groups: $(ovs_ran)" 0 "$OVS_RC"
+	assertNotContains "bob without his groups does not see it" "$OVS_OUT" "GROUP-NAME"
 }
 
 # A delegated diff whose stdout blocks (a full pipe no one reads) holds
