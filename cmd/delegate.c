@@ -25,7 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -259,6 +265,202 @@ static bool negative_number(const char *arg)
 	return true;
 }
 
+
+/* A mount target's filesystem: ordinary disk filesystems and tmpfs only;
+ * never proc, sysfs, cgroup, devpts (mounting over /proc/PID hides a
+ * process), FUSE (views, ovsnapd's mount over SRC), overlay, ... */
+static bool mountable_fs(int fd)
+{
+	static const unsigned long ok[] = {
+		XFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, BTRFS_SUPER_MAGIC, TMPFS_MAGIC,
+		F2FS_SUPER_MAGIC, 0
+	};
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	for (const unsigned long *t = ok; *t; t++)
+		if ((unsigned long)sf.f_type == *t)
+			return true;
+	return false;
+}
+
+/* Whether path is dir or lies below it. */
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = dir ? strlen(dir) : 0;
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (!n)
+		return false;
+	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' ||
+					      (n == 1 && dir[0] == '/'));
+}
+
+/* The registered volume whose SRC or store holds path, or NULL. */
+static char *inside_volume(const char *path)
+{
+	struct ovs_volume **vols = NULL;
+	size_t n = 0;
+	char *hit = NULL;
+
+	if (ovs_volume_list(&vols, &n) < 0)
+		return strdup("?");	/* cannot tell: refuse */
+	for (size_t i = 0; i < n && !hit; i++)
+		if (path_within(path, ovs_volume_source(vols[i])) ||
+		    path_within(path, ovs_volume_store(vols[i])))
+			hit = strdup(ovs_volume_source(vols[i]));
+	ovs_volume_list_free(vols, n);
+	return hit;
+}
+
+/* The mount id of what fd is on (from fdinfo: no call into a filesystem,
+ * which a view whose daemon died would answer with ENOTCONN). */
+static long fd_mnt_id(int fd)
+{
+	char path[64], line[256];
+	long id = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "mnt_id:", 7) == 0)
+			id = strtol(line + 7, NULL, 10);
+	fclose(f);
+	return id;
+}
+
+/* Set a limit; where even root may not raise a hard limit (no
+ * CAP_SYS_RESOURCE, as in some containers), the soft one up to it. */
+static void raise_limit(int res, const struct rlimit *want)
+{
+	struct rlimit cur;
+
+	if (setrlimit(res, want) == 0 || getrlimit(res, &cur) < 0)
+		return;
+	cur.rlim_cur = cur.rlim_max;
+	setrlimit(res, &cur);
+}
+
+/* The limits root's work runs with, whatever the caller set (a tiny
+ * RLIMIT_FSIZE or NOFILE must not make a take or its hooks fail half
+ * way); no core dumps of root's memory. */
+static void reset_limits(void)
+{
+	static const int unlimited[] = {
+		RLIMIT_FSIZE, RLIMIT_CPU, RLIMIT_AS, RLIMIT_DATA, RLIMIT_RSS, RLIMIT_NPROC,
+		RLIMIT_LOCKS, -1
+	};
+	struct rlimit core = { 0, 0 }, inf = { RLIM_INFINITY, RLIM_INFINITY };
+	struct rlimit stack = { 8 << 20, RLIM_INFINITY }, nofile = { 1024, 1 << 20 };
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	unsigned long nr;
+
+	if (f) {
+		if (fscanf(f, "%lu", &nr) == 1 && nr >= 1024)
+			nofile.rlim_max = nr;
+		fclose(f);
+	}
+	for (const int *r = unlimited; *r >= 0; r++)
+		raise_limit(*r, &inf);
+	setrlimit(RLIMIT_CORE, &core);
+	raise_limit(RLIMIT_STACK, &stack);
+	raise_limit(RLIMIT_NOFILE, &nofile);
+}
+
+/*
+ * Root's work runs in a child out of the caller's session (setsid: no
+ * Ctrl-C, Ctrl-Z or hangup of the caller's terminal reaches it, nor a
+ * hook it runs, so a POST_HOOK is never skipped), in "/", with stdin
+ * /dev/null and root's limits; its output comes through pipes that this
+ * process, back to the caller's ids, relays.  Like fusermount3, the
+ * caller can stop or kill only its own side.
+ */
+static void run_as_root(const char *prog, char **argv, uid_t uid, gid_t gid, bool target_fd)
+{
+	int outp[2], errp[2], status;
+	struct pollfd pfd[2];
+	pid_t pid;
+
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)
+		die("%s: %s", argv[1], strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("%s: fork: %s", argv[1], strerror(errno));
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		if (setsid() < 0 || chdir("/") < 0 || null < 0 || dup2(null, 0) < 0 ||
+		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+			_exit(127);
+		if (null > 2)
+			close(null);
+		reset_limits();
+		/* the caller's side may go away: EPIPE, not death half way */
+		signal(SIGPIPE, SIG_IGN);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+			fprintf(stderr, "ovsnap: %s: cannot become root: %s\n", argv[1],
+				strerror(errno));
+			_exit(1);
+		}
+		execv(prog, argv);
+		fprintf(stderr, "ovsnap: %s: cannot run %s: %s\n", argv[1], prog, strerror(errno));
+		_exit(1);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	if (target_fd)
+		close(TARGET_FD);
+	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		_exit(1);
+	pfd[0] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
+	while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			char buf[65536];
+			ssize_t n;
+
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			n = read(pfd[i].fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+				continue;
+			}
+			for (ssize_t off = 0; off < n;) {
+				ssize_t w = write(i + 1, buf + off, n - off);
+
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					break;
+				off += w;
+			}
+		}
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(1);
+	if (WIFEXITED(status))
+		_exit(WEXITSTATUS(status));
+	_exit(128 + WTERMSIG(status));
+}
+
 int main(int argc, char **argv)
 {
 	const struct deleg_cmd *cmd;
@@ -369,6 +571,10 @@ int main(int argc, char **argv)
 			die("mount: %s: %s", pos[2], strerror(errno));
 		if (st.st_uid != uid)
 			die("mount: %s: permission denied (not a directory of yours)", pos[2]);
+		if (!mountable_fs(fd))
+			die("mount: %s: permission denied (users may mount views on disk "
+			    "filesystems and tmpfs only; not on proc, sysfs, FUSE, views, ...)",
+			    pos[2]);
 		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
 		target = malloc(PATH_MAX);
 		n = target ? readlink(fdpath, target, PATH_MAX - 1) : -1;
@@ -378,29 +584,48 @@ int main(int argc, char **argv)
 		if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
 			die("mount: %s", strerror(errno));
 	} else if (strcmp(cmd->name, "umount") == 0) {
-		/* By path: umount checks the view's recorded owner.  A view
-		 * whose daemon died answers ENOTCONN: its parent then. */
-		target = realpath(pos[0], NULL);
-		if (!target && errno == ENOTCONN) {
-			char *dup = strdup(pos[0]), *slash = dup ? strrchr(dup, '/') : NULL, *parent;
+		char fdpath[64];
+		struct stat st;
+		long id, pid_;
+		ssize_t n;
+		int fd, up;
 
-			if (slash && slash[1]) {
-				*slash = 0;
-				parent = realpath(slash == dup ? "/" : dup, NULL);
-				if (parent && asprintf(&target, "%s/%s", strcmp(parent, "/") ?
-						       parent : "", slash + 1) < 0)
-					target = NULL;
-				free(parent);
-			}
-			free(dup);
-			errno = ENOTCONN;
-		}
-		if (!target)
-			die("umount: %s: %s", pos[0], strerror(errno));
+		/*
+		 * Opened once, here, as the caller: the CLI unmounts the very
+		 * mount this fd is the root of (by its mount id), whatever a
+		 * rename or symlink swap does to the path afterwards.
+		 */
+		fd = open(pos[0], O_PATH | O_NOFOLLOW);
+		if (fd < 0)
+			die("umount: %s: %s", pos[0], errno == ELOOP ?
+			    "permission denied (a symlink)" : strerror(errno));
+		if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode))
+			die("umount: %s: permission denied (a symlink)", pos[0]);
+		up = openat(fd, "..", O_PATH | O_DIRECTORY);
+		id = fd_mnt_id(fd);
+		pid_ = up >= 0 ? fd_mnt_id(up) : -1;
+		if (up < 0 || id < 0 || id == pid_)
+			die("umount: %s: not an ovsnap snapshot view", pos[0]);
+		close(up);
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+		target = malloc(PATH_MAX);
+		n = target ? readlink(fdpath, target, PATH_MAX - 1) : -1;
+		if (n <= 0 || target[0] != '/')
+			die("umount: %s: cannot tell its path", pos[0]);
+		target[n] = 0;
+		if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
+			die("umount: %s", strerror(errno));
 	}
 	if (seteuid(0) < 0)
 		die("%s: cannot regain privileges: %s", cmd->name, strerror(errno));
 
+	if (target && strcmp(cmd->name, "mount") == 0) {
+		char *vol = inside_volume(target);
+
+		if (vol)
+			die("mount: %s: permission denied (inside volume %s's source or store)",
+			    pos[2], vol);
+	}
 	if (src) {
 		struct ovs_volume *v = NULL;
 
@@ -413,7 +638,10 @@ int main(int argc, char **argv)
 			    ovs_conf_dir());
 		rc = ovs_conf_load(src, &conf);
 		if (rc < 0)
-			die("%s %s: permission denied (%s)", cmd->name, src, ovs_last_error());
+			/* (the settings' text is root's: a parse error quotes
+			 * it, so it is shown to no user, named or not) */
+			die("%s %s: permission denied (its settings do not load: "
+			    "root sees why with ovsnap config)", cmd->name, src);
 		if (!allowed(&conf, uid))
 			die("%s %s: permission denied", cmd->name, src);
 		ovs_conf_clear(&conf);
@@ -442,11 +670,26 @@ int main(int argc, char **argv)
 		snprintf(ovsnap, sizeof(ovsnap), "%s/ovsnap", SBINDIR);
 	snprintf(uidstr, sizeof(uidstr), "%u", (unsigned)uid);
 	setenv("OVSNAP_DELEGATED_UID", uidstr, 1);
-	if (target && strcmp(cmd->name, "mount") == 0)
+	{
+		/* the caller's own groups, as the kernel gave them (diff
+		 * shows what these may list) */
+		gid_t groups[NGROUPS_MAX];
+		int ng = getgroups(NGROUPS_MAX, groups);
+		char *list = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&list, &len);
+
+		if (!f)
+			die("%s: out of memory", cmd->name);
+		fprintf(f, "%u", (unsigned)getgid());
+		for (int i = 0; i < ng; i++)
+			fprintf(f, ",%u", (unsigned)groups[i]);
+		if (fclose(f) != 0 || ng < 0)
+			die("%s: cannot tell your groups", cmd->name);
+		setenv("OVSNAP_DELEGATED_GROUPS", list, 1);
+		free(list);
+	}
+	if (target)
 		setenv("OVSNAP_DELEGATED_TARGET_FD", "3", 1);
-	/* (fails where the caller's capability bounding set was emptied) */
-	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-		die("%s: cannot become root: %s", cmd->name, strerror(errno));
-	execv(ovsnap, xargv);
-	die("%s: cannot run %s: %s", cmd->name, ovsnap, strerror(errno));
+	run_as_root(ovsnap, xargv, uid, getgid(), target != NULL);
 }

@@ -7,16 +7,23 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "diff.h"
 #include "ovsnap-private.h"
+#include "walk.h"
 
 static int opt_json, opt_wait;
 
@@ -108,9 +115,239 @@ static void json_head(struct out *o)
 	fputs(", \"changes\": [", stdout);
 }
 
+
+/*
+ * A delegated diff shows only what its caller could see (DESIGN.md rule
+ * 19): nothing below a directory the caller may not read and search, in
+ * the live tree or in any layer of the snapshots compared (each copy of
+ * a directory a layer holds keeps the owner, mode and ACL it had then).
+ * The diff itself runs as root (the store is root's); this decides, as
+ * the kernel would, from owner, mode bits and the POSIX ACL.
+ */
+struct caller {
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups;
+	int ngroups;
+	int *fds;		/* the layers of from..newest, then SRC */
+	size_t nfds;
+	char *ok_dir;		/* the last directory found readable */
+};
+
+static struct caller caller;
+
+static bool in_groups(gid_t g)
+{
+	if (g == caller.gid)
+		return true;
+	for (int i = 0; i < caller.ngroups; i++)
+		if (caller.groups[i] == g)
+			return true;
+	return false;
+}
+
+#define ACL_USER_OBJ 0x01
+#define ACL_USER 0x02
+#define ACL_GROUP_OBJ 0x04
+#define ACL_GROUP 0x08
+#define ACL_MASK 0x10
+#define ACL_OTHER 0x20
+
+/* Whether the caller may read and search the directory fd (O_PATH). */
+static bool may_list(int fd)
+{
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} __attribute__((packed)) e[64];
+	unsigned char buf[4 + sizeof(e)];
+	char path[64];
+	struct stat st;
+	ssize_t n;
+	unsigned want = 5, mask = 7;	/* r-x */
+	bool group_matched = false;
+
+	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = getxattr(path, "system.posix_acl_access", buf, sizeof(buf));
+	if (n < 0 && errno != ENODATA && errno != EOPNOTSUPP)
+		return false;
+	if (n <= 4) {
+		unsigned m = st.st_mode;
+
+		if (st.st_uid == caller.uid)
+			return ((m >> 6) & want) == want;
+		if (in_groups(st.st_gid))
+			return ((m >> 3) & want) == want;
+		return (m & want) == want;
+	}
+	n = (n - 4) / 8;
+	memcpy(e, buf + 4, n * 8);
+	if (st.st_uid == caller.uid)
+		return ((st.st_mode >> 6) & want) == want;
+	for (ssize_t i = 0; i < n; i++)
+		if (e[i].tag == ACL_MASK)
+			mask = e[i].perm;
+	for (ssize_t i = 0; i < n; i++)
+		if (e[i].tag == ACL_USER && e[i].id == caller.uid)
+			return (e[i].perm & mask & want) == want;
+	for (ssize_t i = 0; i < n; i++) {
+		bool match = (e[i].tag == ACL_GROUP_OBJ && in_groups(st.st_gid)) ||
+			     (e[i].tag == ACL_GROUP && in_groups(e[i].id));
+
+		if (!match)
+			continue;
+		group_matched = true;
+		if ((e[i].perm & (e[i].tag == ACL_GROUP_OBJ ? mask : mask) & want) == want)
+			return true;
+	}
+	if (group_matched)
+		return false;
+	for (ssize_t i = 0; i < n; i++)
+		if (e[i].tag == ACL_OTHER)
+			return (e[i].perm & want) == want;
+	return false;
+}
+
+/* Whether the caller may list dir (relative to SRC) wherever it is. */
+static bool dir_visible(const char *dir)
+{
+	for (size_t i = 0; i < caller.nfds; i++) {
+		int fd = ovs_open_beneath(caller.fds[i], dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+					  O_CLOEXEC, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_XDEV);
+		bool ok;
+
+		if (fd == -ENOENT || fd == -ENOTDIR)
+			continue;	/* not there: nothing of it to show */
+		if (fd < 0)
+			return false;
+		ok = may_list(fd);
+		close(fd);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* Whether every directory above path is visible to the caller. */
+static bool path_visible(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t plen = slash ? (size_t)(slash - path) : 0;
+	char *dir;
+
+	if (!*path)
+		return true;	/* SRC itself: the caller named it */
+	if (caller.ok_dir && strlen(caller.ok_dir) == plen &&
+	    strncmp(caller.ok_dir, path, plen) == 0)
+		return true;
+	dir = strndup(path, plen);
+	if (!dir)
+		return false;
+	/* every prefix, from SRC down: "", "a", "a/b", ... */
+	for (size_t i = 0;; i++) {
+		if (i == plen || dir[i] == '/') {
+			char c = dir[i];
+			bool ok;
+
+			dir[i] = 0;
+			ok = dir_visible(dir);
+			dir[i] = c;
+			if (!ok) {
+				free(dir);
+				return false;
+			}
+			if (i == plen)
+				break;
+		}
+	}
+	free(caller.ok_dir);
+	caller.ok_dir = dir;
+	return true;
+}
+
+static int caller_setup(struct ovs_volume *v, uint64_t from, int srcfd, long uid)
+{
+	struct passwd *pw = getpwuid((uid_t)uid);
+	size_t n = ovs_snapshot_count(v), a = n;
+	int ng = 64;
+
+	caller.uid = (uid_t)uid;
+	/* the groups the helper saw the caller have (OVSNAP_DELEGATED_GROUPS:
+	 * its real gid first), else those of its passwd and group entries */
+	if (getenv("OVSNAP_DELEGATED_GROUPS")) {
+		const char *p = getenv("OVSNAP_DELEGATED_GROUPS");
+
+		caller.groups = calloc(NGROUPS_MAX + 1, sizeof(gid_t));
+		if (!caller.groups)
+			return -ENOMEM;
+		while (*p && caller.ngroups <= NGROUPS_MAX) {
+			char *end;
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p || (*end && *end != ','))
+				return -EINVAL;
+			caller.groups[caller.ngroups++] = (gid_t)g;
+			p = *end ? end + 1 : end;
+		}
+		if (!caller.ngroups)
+			return -EINVAL;
+		caller.gid = caller.groups[0];
+	} else {
+		if (!pw)
+			return -ENOENT;
+		caller.gid = pw->pw_gid;
+		for (;;) {
+			gid_t *g = realloc(caller.groups, ng * sizeof(gid_t));
+			int want = ng;
+
+			if (!g)
+				return -ENOMEM;
+			caller.groups = g;
+			if (getgrouplist(pw->pw_name, pw->pw_gid, g, &want) >= 0) {
+				caller.ngroups = want;
+				break;
+			}
+			if (want <= ng)
+				return -EINVAL;
+			ng = want;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ovs_snapshot_at(v, i)->id == from)
+			a = i;
+	caller.fds = calloc(n - a + 1, sizeof(int));
+	if (!caller.fds)
+		return -ENOMEM;
+	for (size_t i = a; i < n; i++) {
+		int fd = ovs_snapshot_open_upper(v, ovs_snapshot_at(v, i)->id, O_RDONLY);
+
+		if (fd < 0)
+			return fd;
+		caller.fds[caller.nfds++] = fd;
+	}
+	caller.fds[caller.nfds++] = srcfd;
+	return 0;
+}
+
+static void caller_clear(void)
+{
+	for (size_t i = 0; i + 1 < caller.nfds; i++)
+		close(caller.fds[i]);
+	free(caller.fds);
+	free(caller.groups);
+	free(caller.ok_dir);
+	memset(&caller, 0, sizeof(caller));
+}
+
 static int print_change(const struct ovs_diff_change *c, void *arg)
 {
 	struct out *o = arg;
+
+	if (caller.fds && !path_visible(c->path))
+		return 0;
 
 	if (!opt_json) {
 		printf("%c\t", kind_marks[c->kind]);
@@ -187,7 +424,17 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 	o.src = src;
 	o.from = ida;
 	o.to = idb;
+	if (ovs_delegated_uid() >= 0) {
+		rc = caller_setup(v, ida, srcfd, ovs_delegated_uid());
+		if (rc < 0) {
+			caller_clear();
+			close(srcfd);
+			ovs_error("diff %s: cannot tell what you may see: %s", src, strerror(-rc));
+			return EXIT_FAIL;
+		}
+	}
 	rc = ovs_diff(v, ida, idb, srcfd, print_change, &o);
+	caller_clear();
 	close(srcfd);
 	if (rc < 0) {
 		ovs_error_lib(rc, "diff %s", src);

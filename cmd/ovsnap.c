@@ -4,11 +4,14 @@
  * every subcommand shares; each subcommand lives in cmd/NAME.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -507,10 +510,66 @@ static int run_delegated(const struct cmd_struct *c, int argc, const char **argv
 	return EXIT_FAIL;
 }
 
+/*
+ * A delegated list or diff writes to a memory file while it holds the
+ * volume lock, and only after, so that a user whose stdout blocks (a
+ * full pipe, a stopped reader) cannot hold the lock for ever (issue 14
+ * item 7).  Returns the real stdout's fd, or -1 where nothing changed.
+ */
+static int buffer_stdout(void)
+{
+	int saved, mfd;
+
+	fflush(stdout);
+	mfd = memfd_create("ovsnap-out", MFD_CLOEXEC);
+	if (mfd < 0)
+		return -1;
+	saved = fcntl(1, F_DUPFD_CLOEXEC, 3);
+	if (saved < 0 || dup2(mfd, 1) < 0) {
+		if (saved >= 0)
+			close(saved);
+		close(mfd);
+		return -1;
+	}
+	close(mfd);
+	return saved;
+}
+
+/* What buffer_stdout() kept, written to the real stdout; the status. */
+static int flush_buffered(int saved, int status)
+{
+	char buf[65536];
+	ssize_t n;
+	bool bad = ferror(stdout) || fflush(stdout) != 0;
+
+	if (lseek(1, 0, SEEK_SET) < 0)
+		bad = true;
+	while (!bad && (n = read(1, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(saved, buf + off, n - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				if (errno != EPIPE)
+					fprintf(stderr, "%s: write error: %s\n", ovs_progname,
+						strerror(errno));
+				return status ? status : (errno == EPIPE ? status : EXIT_FAIL);
+			}
+			off += w;
+		}
+	}
+	if (bad) {
+		fprintf(stderr, "%s: write error\n", ovs_progname);
+		return status ? status : EXIT_FAIL;
+	}
+	return status;
+}
+
 int main(int argc, const char **argv)
 {
 	const struct cmd_struct *c;
-	int status;
+	int status, saved = -1;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -555,6 +614,14 @@ int main(int argc, const char **argv)
 		}
 	}
 	umask(022);
+	/* no core dump of root's memory where a user can reach it */
+	if (ovs_delegated_uid() >= 0)
+		prctl(PR_SET_DUMPABLE, 0);
+	if (ovs_delegated_uid() >= 0 &&
+	    (strcmp(c->name, "diff") == 0 || strcmp(c->name, "list") == 0))
+		saved = buffer_stdout();
 	status = c->fn(argc - 1, argv + 1);
+	if (saved >= 0)
+		return flush_buffered(saved, status);
 	return close_stdout(status);
 }

@@ -50,6 +50,12 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 		/* a forked daemon is no service's: READY=1 or STOPPING=1
 		 * would go to whatever service ran us */
 		unsetenv("NOTIFY_SOCKET");
+		/* a daemon started for a delegated user is no one's but root's */
+		unsetenv("OVSNAP_DELEGATED_UID");
+		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
+		unsetenv("OVSNAP_DELEGATED_GROUPS");
+		if (chdir("/") < 0)
+			_exit(127);
 		fd = open("/dev/null", O_RDWR);
 		if (fd >= 0) {
 			dup2(fd, 0);

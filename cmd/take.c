@@ -300,6 +300,21 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 		    setenv("OVSNAP_CLASS", ovs_snap_class_name(change.cls), 1) < 0 ||
 		    dup2(2, 1) < 0)
 			_exit(127);
+		/* a hook is root's: nothing of a delegated caller's (its stdin,
+		 * its cwd, its ids in the environment) reaches it */
+		unsetenv("OVSNAP_DELEGATED_UID");
+		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
+		unsetenv("OVSNAP_DELEGATED_GROUPS");
+		if (chdir("/") < 0)
+			_exit(127);
+		{
+			int null = open("/dev/null", O_RDONLY);
+
+			if (null < 0 || dup2(null, 0) < 0)
+				_exit(127);
+			if (null > 0)
+				close(null);
+		}
 		hook = fork();
 		if (hook < 0)
 			_exit(127);

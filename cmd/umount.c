@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,97 @@ static bool view_owned_by(const char *ownerfile, long uid)
 	return mine;
 }
 
+/* The mount id of what fd is on, from fdinfo (no call into the
+ * filesystem: a view whose daemon died answers ENOTCONN). */
+static long fd_mnt_id(int fd)
+{
+	char path[64], line[256];
+	long id = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "mnt_id:", 7) == 0)
+			id = strtol(line + 7, NULL, 10);
+	fclose(f);
+	return id;
+}
+
+/*
+ * A delegated umount: ovsnap-delegate opened TARGET once, as the user,
+ * and hands it on fd OVSNAP_DELEGATED_TARGET_FD.  The mount that fd is
+ * the root of is the one checked and unmounted, by its mount id, so no
+ * path swapped in meanwhile (renameat2 RENAME_EXCHANGE, a symlink) turns
+ * it into root's view.  Its mount-table path, or NULL; *idp its id.
+ */
+static char *delegated_target(long *idp)
+{
+	const char *e = getenv("OVSNAP_DELEGATED_TARGET_FD");
+	struct libmnt_table *tb;
+	struct libmnt_iter *it;
+	struct libmnt_fs *fs;
+	char *target = NULL;
+	int fd = e ? atoi(e) : -1, up;
+	long id, upid;
+
+	if (fd < 3)
+		return NULL;
+	id = fd_mnt_id(fd);
+	up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	upid = up >= 0 ? fd_mnt_id(up) : -1;
+	if (up >= 0)
+		close(up);
+	if (id < 0 || id == upid)
+		return NULL;
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	it = mnt_new_iter(MNT_ITER_FORWARD);
+	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_id(fs) == id) {
+			target = mnt_fs_get_target(fs) ? strdup(mnt_fs_get_target(fs)) : NULL;
+			break;
+		}
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	*idp = id;
+	return target;
+}
+
+/* Unmount the mount id whose root fd OVSNAP_DELEGATED_TARGET_FD is: from
+ * its parent directory, the name checked to be that very mount just
+ * before (as fusermount3 does), never following a symlink. */
+static int umount_by_id(const char *target, long id)
+{
+	const char *e = getenv("OVSNAP_DELEGATED_TARGET_FD");
+	const char *name = strrchr(target, '/');
+	int fd = e ? atoi(e) : -1, up, nfd, rc;
+
+	up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (up < 0 || !name || !name[1] || fchdir(up) < 0) {
+		if (up >= 0)
+			close(up);
+		return -EINVAL;
+	}
+	close(up);
+	name++;
+	nfd = open(name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (nfd < 0 || fd_mnt_id(nfd) != id) {
+		if (nfd >= 0)
+			close(nfd);
+		rc = chdir("/");
+		(void)rc;
+		return -ESTALE;
+	}
+	close(nfd);
+	close(fd);	/* an open fd on it keeps it busy */
+	rc = umount2(name, UMOUNT_NOFOLLOW | (opt_lazy ? MNT_DETACH : 0)) < 0 ? -errno : 0;
+	if (chdir("/") < 0)
+		return rc ? rc : -errno;
+	return rc;
+}
+
 int cmd_umount(int argc, const char **argv)
 {
 	struct ovs_view_mount vm = { 0 };
@@ -108,6 +200,7 @@ int cmd_umount(int argc, const char **argv)
 	const char **args;
 	poptContext pc;
 	int nargs, status, rc;
+	long mntid = -1;
 	pid_t pid = 0;
 
 	pc = ovs_popt_parse("umount", argc, argv, umount_options, "TARGET", &status);
@@ -117,7 +210,15 @@ int cmd_umount(int argc, const char **argv)
 	if (!args)
 		goto out;
 	status = EXIT_FAIL;
-	target = canonical_target(args[0]);
+	if (delegated >= 0) {
+		target = delegated_target(&mntid);
+		if (!target) {
+			ovs_error("umount: %s: not an ovsnap snapshot view", args[0]);
+			goto out;
+		}
+	} else {
+		target = canonical_target(args[0]);
+	}
 	if (!target) {
 		ovs_error("umount: %s: %s", args[0], strerror(errno));
 		goto out;
@@ -140,6 +241,20 @@ int cmd_umount(int argc, const char **argv)
 	if (!vm.kernel && ovs_view_run_file(target, "pid", pidfile, sizeof(pidfile)) == 0)
 		pid = ovs_view_daemon(target, NULL);
 
+	if (delegated >= 0) {
+		rc = umount_by_id(target, mntid);
+		if (rc < 0) {
+			char users[512] = "";
+
+			if (rc == -EBUSY)
+				ovs_mount_users_text(target, users, sizeof(users));
+			ovs_error("umount: %s: %s%s%s%s", args[0],
+				  rc == -ESTALE ? "moved while being unmounted" : strerror(-rc),
+				  *users ? " (used by " : "", users, *users ? "; or give --lazy)" : "");
+			goto out;
+		}
+		goto unmounted;
+	}
 	cxt = mnt_new_context();
 	if (!cxt) {
 		ovs_error("umount: %s", strerror(ENOMEM));
@@ -164,6 +279,7 @@ int cmd_umount(int argc, const char **argv)
 			  *users ? " (used by " : "", users, *users ? "; or give --lazy)" : "");
 		goto out;
 	}
+unmounted:
 	/* The view's process holds files in the layers and SRC until it has
 	 * seen the unmount; wait for it, so the filesystem below can be
 	 * unmounted as soon as this returns. */

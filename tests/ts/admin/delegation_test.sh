@@ -281,4 +281,181 @@ test_helper_not_setuid_says_so() {
 	assertContains "the helper itself says so: $(ovs_ran)" "$OVS_ERR" "not installed setuid root"
 }
 
+# Rule 19 for diff: no name below a directory alice may not read and
+# search (mode bits or ACL), in the snapshot or live.
+test_diff_hides_what_the_caller_cannot_list() {
+	fresh || return
+	mkdir -m 0700 "$SRC/rootonly" "$SRC/acl" "$SRC/old"
+	echo s >"$SRC/rootonly/SECRET-NAME"
+	mkdir -m 0755 "$SRC/pub"
+	echo p >"$SRC/pub/PUBLIC-NAME"
+	echo o >"$SRC/old/OLD-NAME"
+	setfacl -m "u:$ALICE:rx" "$SRC/acl" || fail "setfacl"
+	echo a >"$SRC/acl/ACL-NAME"
+	"$OVSNAP" take -q "$SRC" >/dev/null || fail "take 3"
+	chmod 0755 "$SRC/old"
+	echo n >"$SRC/old/NEW-NAME"
+	as "$ALICE" "$OVSNAP" diff "$SRC" 2
+	assertEquals "diff: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "a readable directory's file is shown" "$OVS_OUT" "pub/PUBLIC-NAME"
+	assertContains "the 0700 directory itself is shown" "$OVS_OUT" "rootonly"
+	assertNotContains "its file is not" "$OVS_OUT" "SECRET-NAME"
+	assertContains "an ACL granting r-x shows its file" "$OVS_OUT" "acl/ACL-NAME"
+	as "$ALICE" "$OVSNAP" diff "$SRC" 3
+	assertNotContains "0700 in the snapshot, 0755 live: hidden: $(ovs_ran)" "$OVS_OUT" "NEW-NAME"
+	as "$ALICE" "$OVSNAP" diff --json "$SRC" 2
+	assertNotContains "nor in JSON" "$OVS_OUT" "SECRET-NAME"
+	assertContains "root sees it" "$("$OVSNAP" diff "$SRC" 2)" "SECRET-NAME"
+	# a group's directory: for the groups the caller has, as the kernel
+	# gave them (not as /etc/group lists them)
+	mkdir -m 0750 "$SRC/grp"
+	chgrp "$GROUP" "$SRC/grp"
+	echo g >"$SRC/grp/GROUP-NAME"
+	printf 'ALLOW_USERS=%s,%s\n' "$ALICE" "$BOB" >"$CONF"
+	as "$BOB" "$OVSNAP" diff "$SRC" 2
+	assertContains "bob, in the group, sees its file: $(ovs_ran)" "$OVS_OUT" "grp/GROUP-NAME"
+	as "$ALICE" "$OVSNAP" diff "$SRC" 2
+	assertNotContains "alice, not in it, does not" "$OVS_OUT" "GROUP-NAME"
+	ovs_run setpriv --reuid="$BOB" --regid="$(id -g "$BOB")" --clear-groups \
+		--inh-caps=-all -- "$OVSNAP" diff "$SRC" 2
+	assertEquals "bob without his groups: $(ovs_ran)" 0 "$OVS_RC"
+	assertNotContains "bob without his groups does not see it" "$OVS_OUT" "GROUP-NAME"
+}
+
+# A delegated diff whose stdout blocks (a full pipe no one reads) holds
+# no lock: root's take --no-wait goes through meanwhile.
+test_blocked_diff_output_holds_no_lock() {
+	fresh || return
+	local i fifo=$OVS_TMP/fifo ok=1 pid
+	mkdir "$SRC/many"
+	for i in $(seq 3000); do : >"$SRC/many/a-long-file-name-to-fill-the-pipe-quickly-$i"; done
+	mkfifo -m 0666 "$fifo"
+	exec 7<>"$fifo"
+	setpriv --reuid="$ALICE" --regid="$(id -g "$ALICE")" --init-groups --inh-caps=-all -- \
+		"$OVSNAP" diff "$SRC" 2 >"$fifo" 2>/dev/null &
+	pid=$!
+	for i in $(seq 50); do
+		sleep 0.2
+		"$OVSNAP" take -q --no-wait "$SRC" >/dev/null 2>&1 && { ok=0; break; }
+	done
+	assertEquals "root's take --no-wait went through while the diff's reader stalled" 0 "$ok"
+	kill "$pid" 2>/dev/null
+	exec 7>&-
+	wait "$pid" 2>/dev/null
+	# the root side gets EPIPE and exits: nothing keeps the volume
+	for i in $(seq 50); do
+		"$OVSNAP" take -q --no-wait "$SRC" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+}
+
+# Root's work runs out of alice's session, limits and cwd: a hangup or
+# SIGTERM of alice's ovsnap during PRE_HOOK still runs POST_HOOK; hooks
+# see stdin /dev/null, cwd /, no OVSNAP_DELEGATED_*, root's limits.
+test_hooks_are_out_of_the_callers_reach() {
+	fresh || return
+	local info=$OVS_TMP/hookinfo post=$OVS_TMP/post-ran i pid
+	cat >>"$CONF" <<HOOK
+PRE_HOOK='{ pwd; readlink /proc/self/fd/0; ulimit -f; env | grep -c OVSNAP_DELEGATED; } >$info; sleep 3'
+POST_HOOK='touch $post'
+HOOK
+	cd "$HOME_A" || return
+	setpriv --reuid="$ALICE" --regid="$(id -g "$ALICE")" --init-groups --inh-caps=-all -- \
+		prlimit --fsize=100000:100000 -- "$OVSNAP" take "$SRC" >/dev/null 2>&1 &
+	pid=$!
+	cd /
+	sleep 1.5
+	kill -HUP "$pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	for i in $(seq 100); do
+		[ -e "$post" ] && break
+		sleep 0.1
+	done
+	assertTrue "POST_HOOK ran though alice's ovsnap was killed" "[ -e '$post' ]"
+	assertEquals "hook environment (cwd, stdin, OVSNAP_DELEGATED_*)" \
+		"$(printf '/\n/dev/null\n0')" "$(sed 3d "$info")"
+	# Raising a hard limit takes CAP_SYS_RESOURCE, which some
+	# containers withhold even from root: then the helper raises the
+	# soft limits to the hard ones only (issue 14).
+	if prlimit --fsize=100000:100000 sh -c 'ulimit -f unlimited' 2>/dev/null; then
+		assertEquals "alice's ulimit -f does not reach the hook" unlimited "$(sed -n 3p "$info")"
+	fi
+	assertEquals "the snapshot was taken" 3 "$("$OVSNAP" list -Hp "$SRC" | wc -l)"
+}
+
+# with_fd3 PATH CMD...: CMD, as the helper runs it for alice, with PATH
+# opened O_PATH on fd 3 (held by CMD alone: an fd kept open in this shell
+# would keep the mount busy).
+with_fd3() {
+	OVSNAP_DELEGATED_UID=$(id -u "$ALICE") OVSNAP_DELEGATED_TARGET_FD=3 python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_PATH | os.O_NOFOLLOW)
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+os.set_inheritable(3, True)
+os.execv(sys.argv[2], sys.argv[2:])' "$@"
+}
+
+# umount unmounts the mount alice's path named when the helper opened
+# it: the CLI is handed that fd; a path swapped since changes nothing.
+test_umount_follows_the_opened_mount_not_the_path() {
+	fresh || return
+	mkdir -p "$HOME_A/view" "$OVS_TMP/rootdir"
+	chown "$ALICE" "$HOME_A/view"
+	"$OVSNAP" mount "$SRC" 1 "$OVS_TMP/rootdir" || fail "root's mount"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$HOME_A/view"
+	assertEquals "alice's mount: $(ovs_ran)" 0 "$OVS_RC"
+	ln -s "$OVS_TMP/rootdir" "$HOME_A/link"
+	chown -h "$ALICE" "$HOME_A/link"
+	as "$ALICE" "$OVSNAP" umount "$HOME_A/link"
+	denied "umount of a symlink to root's view"
+	# the helper opened root's view (a path swapped in): refused
+	ovs_run with_fd3 "$OVS_TMP/rootdir" "$OVSNAP" umount "$HOME_A/view"
+	denied "umount of root's view opened through alice's path"
+	assertTrue "root's view is still mounted" "mountpoint -q '$OVS_TMP/rootdir'"
+	# the helper opened alice's view, the path names root's since
+	ovs_run with_fd3 "$HOME_A/view" "$OVSNAP" umount "$OVS_TMP/rootdir"
+	assertEquals "umount of alice's opened view: $(ovs_ran)" 0 "$OVS_RC"
+	assertFalse "alice's view is gone" "mountpoint -q '$HOME_A/view'"
+	assertTrue "root's view is still mounted" "mountpoint -q '$OVS_TMP/rootdir'"
+	"$OVSNAP" umount "$OVS_TMP/rootdir"
+}
+
+# Mount targets: disk filesystems and tmpfs only, outside every volume.
+test_mount_targets_refused_by_place() {
+	fresh || return
+	as "$ALICE" sh -c 'exec "$0" mount "$1" 1 /proc/$$' "$OVSNAP" "$SRC"
+	denied "mount over alice's own /proc/PID"
+	mkdir -p "$SRC/adir" "$OVS_TMP/rootdir"
+	chown "$ALICE" "$SRC/adir"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$SRC/adir"
+	denied "mount inside an active SRC (ovsnapd's FUSE mount)"
+	"$OVSNAP" take -q "$SRC" >/dev/null || fail "take 3"
+	"$OVSNAP" mount "$SRC" 3 "$OVS_TMP/rootdir" || fail "root's mount"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$OVS_TMP/rootdir/adir"
+	denied "mount inside root's view"
+	"$OVSNAP" umount "$OVS_TMP/rootdir"
+	"$OVSNAP" deactivate "$SRC" || fail "deactivate"
+	as "$ALICE" "$OVSNAP" mount "$SRC" 1 "$SRC/adir"
+	denied "mount inside an inactive SRC"
+	assertEquals "nothing was mounted" "" "$(findmnt -rn -o TARGET | grep "^$SRC/\|^$OVS_TMP/rootdir/")"
+}
+
+# Settings that do not load: every user gets "permission denied" alone,
+# nothing of the file's text (root's) is quoted.
+test_settings_errors_are_not_shown_to_users() {
+	fresh || return
+	printf 'ALLOW_USERS=%s\nNO_SUCH_KEY_SECRET_TEXT=1\n' "$ALICE" >"$CONF"
+	ovs_run "$OVSNAP" config "$SRC"
+	assertContains "root's ovsnap config says why: $(ovs_ran)" "$OVS_ERR" "NO_SUCH_KEY_SECRET_TEXT"
+	as "$BOB" "$OVSNAP" list "$SRC"
+	denied "bob, settings that do not load"
+	assertNotContains "bob sees none of their text" "$OVS_ERR" "SECRET_TEXT"
+	as "$ALICE" "$OVSNAP" list "$SRC"
+	denied "alice, settings that do not load"
+	assertNotContains "alice neither" "$OVS_ERR" "SECRET_TEXT"
+}
+
 . "$SHUNIT2"
