@@ -314,6 +314,9 @@ int ovs_conf_parse(const char *path, const char *text, struct ovs_conf *c)
 	unsigned lineno = 0;
 	int rc = 0;
 
+	/* for later messages (ovs_conf_check_names) */
+	if (!c->path[0] && path != c->path)
+		snprintf(c->path, sizeof(c->path), "%s", path);
 	for (const char *line = text; *line && rc == 0; ) {
 		const char *nl = strchrnul(line, '\n'), *p = line, *eq, *why = NULL;
 		char where[4200], *buf, *value;

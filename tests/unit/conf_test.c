@@ -40,6 +40,26 @@ static void check_error(const char *text, const char *want)
 	ovs_conf_clear(&c);
 }
 
+/* text parses, and ovs_conf_check_names() finds want (NULL: no error). */
+static void check_names(const char *text, const char *want)
+{
+	struct ovs_conf c;
+	int rc = parse(text, &c);
+
+	CHECK(rc == 0, "parse [%s]: rc %d (%s)", text, rc, rc ? ovs_last_error() : "");
+	if (rc == 0) {
+		rc = ovs_conf_check_names(&c);
+		if (want)
+			CHECK(rc < 0 && strstr(ovs_last_error(), want),
+			      "names of [%s]: rc %d, message '%s', want '%s'", text, rc,
+			      rc ? ovs_last_error() : "", want);
+		else
+			CHECK(rc == 0, "names of [%s]: rc %d (%s)", text, rc,
+			      rc ? ovs_last_error() : "");
+	}
+	ovs_conf_clear(&c);
+}
+
 int main(void)
 {
 	struct ovs_conf c;
@@ -91,9 +111,12 @@ int main(void)
 	check_error("PRE_HOOK=echo hi\n", "t.conf:1: PRE_HOOK: blanks in a value");
 	check_error("PRE_HOOK=a;b\n", "t.conf:1: PRE_HOOK: a shell character");
 	check_error("PRE_HOOK=\"$(id)\"\n", "t.conf:1: PRE_HOOK: '$'");
-	check_error("ALLOW_USERS=root,no-such-user-ovsnap\n",
+	/* Unknown names parse (a deleted user must not stop every take);
+	 * ovs_conf_check_names() reports them. */
+	check_names("ALLOW_USERS=root,no-such-user-ovsnap\n",
 		    "t.conf:1: ALLOW_USERS: no such user 'no-such-user-ovsnap'");
-	check_error("ALLOW_GROUPS=no-such-group-ovsnap\n", "no such group 'no-such-group-ovsnap'");
+	check_names("ALLOW_GROUPS=no-such-group-ovsnap\n", "no such group 'no-such-group-ovsnap'");
+	check_names("ALLOW_USERS=root\nALLOW_GROUPS=root\n", NULL);
 	check_error("KEEP=last=1,space=10G\nSPACE_LIMIT=20%\n",
 		    "t.conf:2: SPACE_LIMIT and a space= rule in KEEP (line 1)");
 	return failures ? 1 : 0;
