@@ -405,14 +405,19 @@ void node_forget(struct dnode *n, uint64_t nlookup)
 	pthread_mutex_unlock(&D.nodes_lock);
 }
 
-struct dnode *node_find(dev_t dev, ino_t ino)
+fuse_ino_t node_find_ino(dev_t dev, ino_t ino)
 {
 	struct dnode *n;
+	fuse_ino_t nodeid = 0;
 
+	/* The number under the lock: the node itself may be forgotten
+	 * and freed as soon as it is released. */
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
+	if (n)
+		nodeid = node_ino(n);
 	pthread_mutex_unlock(&D.nodes_lock);
-	return n;
+	return nodeid;
 }
 
 /* Caller holds nodes_lock.  with_fd: lend srcdirfd (node_fd_get). */

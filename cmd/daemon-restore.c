@@ -77,7 +77,7 @@ static void clone_into(int conn, const char *rel, int passed)
 {
 	struct clone_into c = { .rel = rel, .from = passed };
 	struct ovs_relpath path;
-	struct dnode *n;
+	fuse_ino_t nodeid;
 	void *mem = NULL;
 	int err;
 
@@ -99,9 +99,9 @@ static void clone_into(int conn, const char *rel, int passed)
 		return;
 	}
 	/* The kernel's pages and attributes of the file are out of date. */
-	n = node_find(c.dev, c.ino);
-	if (n)
-		fuse_lowlevel_notify_inval_inode(D.se, node_ino(n), 0, 0);
+	nodeid = node_find_ino(c.dev, c.ino);
+	if (nodeid)
+		fuse_lowlevel_notify_inval_inode(D.se, nodeid, 0, 0);
 	ovs_ctl_reply(conn, "ok %s", c.cloned ? "cloned" : "copied");
 }
 

@@ -157,7 +157,8 @@ void node_fd_put(struct dnode *n);
  * included), fds held by the cache (pinned included), the cache's bound. */
 void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound);
 /* The node of an object already known, by identity, or NULL. */
-struct dnode *node_find(dev_t dev, ino_t ino);
+/* The FUSE node id of the object dev/ino if the kernel knows it, else 0. */
+fuse_ino_t node_find_ino(dev_t dev, ino_t ino);
 /* The chain of names of n (name NULL) or of the entry name of directory
  * n, from SRC's root (n == 0 for the root), with srcdirfd the fd of the
  * directory that holds the last name, lent referenced (node_fd_get) until
