@@ -179,9 +179,12 @@ static int setup_lock(const char *src)
 		close(fd);
 		return -1;
 	}
+	/* Written before it is cut to length, so a waiter reads a pid (ours,
+	 * or at worst the last holder's), never an empty note, unless no
+	 * take ever wrote one yet: then its message names no pid. */
 	snprintf(note, sizeof(note), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, note, strlen(note), 0) < 0) {
-		/* the note only names us in the message of a --no-wait take */
+	if (pwrite(fd, note, strlen(note), 0) < 0 || ftruncate(fd, (off_t)strlen(note)) < 0) {
+		/* the note only names us in the message of a waiting take */
 	}
 	return fd;
 }

@@ -216,7 +216,7 @@ test_concurrent_first_takes() {
 	# The one that waited for the other's setup says so (issue 14
 	# item 9), and nothing else.
 	assertEquals "stderr: at most the line saying it waits" "" \
-		"$(cat "$OVS_TMP/err1" "$OVS_TMP/err2" | grep -v ': waiting for another take (pid [0-9]*) that sets a volume up$')"
+		"$(cat "$OVS_TMP/err1" "$OVS_TMP/err2" | grep -v ': waiting for another take\( (pid [0-9]*)\)\{0,1\} that sets a volume up$')"
 }
 
 . "$SHUNIT2"
