@@ -315,25 +315,6 @@ static char *inside_volume(const char *path)
 	return hit;
 }
 
-/* The mount id of what fd is on (from fdinfo: no call into a filesystem,
- * which a view whose daemon died would answer with ENOTCONN). */
-static long fd_mnt_id(int fd)
-{
-	char path[64], line[256];
-	long id = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "mnt_id:", 7) == 0)
-			id = strtol(line + 7, NULL, 10);
-	fclose(f);
-	return id;
-}
-
 /* Set a limit; where even root may not raise a hard limit (no
  * CAP_SYS_RESOURCE, as in some containers), the soft one up to it. */
 static void raise_limit(int res, const struct rlimit *want)
@@ -602,8 +583,8 @@ int main(int argc, char **argv)
 		if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode))
 			die("umount: %s: permission denied (a symlink)", pos[0]);
 		up = openat(fd, "..", O_PATH | O_DIRECTORY);
-		id = fd_mnt_id(fd);
-		pid_ = up >= 0 ? fd_mnt_id(up) : -1;
+		id = ovs_fd_mnt_id(fd);
+		pid_ = up >= 0 ? ovs_fd_mnt_id(up) : -1;
 		if (up < 0 || id < 0 || id == pid_)
 			die("umount: %s: not an ovsnap snapshot view", pos[0]);
 		close(up);

@@ -100,25 +100,6 @@ static bool view_owned_by(const char *ownerfile, long uid)
 	return mine;
 }
 
-/* The mount id of what fd is on, from fdinfo (no call into the
- * filesystem: a view whose daemon died answers ENOTCONN). */
-static long fd_mnt_id(int fd)
-{
-	char path[64], line[256];
-	long id = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "mnt_id:", 7) == 0)
-			id = strtol(line + 7, NULL, 10);
-	fclose(f);
-	return id;
-}
-
 /*
  * A delegated umount: ovsnap-delegate opened TARGET once, as the user,
  * and hands it on fd OVSNAP_DELEGATED_TARGET_FD.  The mount that fd is
@@ -138,9 +119,9 @@ static char *delegated_target(long *idp)
 
 	if (fd < 3)
 		return NULL;
-	id = fd_mnt_id(fd);
+	id = ovs_fd_mnt_id(fd);
 	up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	upid = up >= 0 ? fd_mnt_id(up) : -1;
+	upid = up >= 0 ? ovs_fd_mnt_id(up) : -1;
 	if (up >= 0)
 		close(up);
 	if (id < 0 || id == upid)
@@ -176,7 +157,7 @@ static int umount_by_id(const char *target, long id)
 	close(up);
 	name++;
 	nfd = open(name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (nfd < 0 || fd_mnt_id(nfd) != id) {
+	if (nfd < 0 || ovs_fd_mnt_id(nfd) != id) {
 		if (nfd >= 0)
 			close(nfd);
 		rc = chdir("/");

@@ -428,3 +428,23 @@ int64_t ovs_now_ns(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+/* The mount id of what fd is on, from fdinfo: no call into the
+ * filesystem, which a view whose daemon died would answer with
+ * ENOTCONN.  -1 when it cannot be read. */
+long ovs_fd_mnt_id(int fd)
+{
+	char path[64], line[256];
+	long id = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "mnt_id:", 7) == 0)
+			id = strtol(line + 7, NULL, 10);
+	fclose(f);
+	return id;
+}
