@@ -14,9 +14,9 @@ OVSNAP=${OVSNAP:-$here/build/ovsnap}
 [ "$(id -u)" -eq 0 ] || { echo "demo.sh: run as root (it mounts a loop image)" >&2; exit 1; }
 
 work=$(mktemp -d /var/tmp/ovsnap-demo.XXXXXX)
-# A private registry and run directory: the demo leaves the machine's
-# /var/lib/ovsnap and /run/ovsnap alone.
-export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run
+# A private registry, run directory and settings directory: the demo
+# leaves the machine's /var/lib/ovsnap, /run/ovsnap and /etc/ovsnap alone.
+export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run OVSNAP_CONF_DIR=$work/conf
 dev=
 src=$work/fs/projects
 
