@@ -254,17 +254,6 @@ static const struct deleg_opt *find_opt(const struct deleg_opt *opts, const char
 	return NULL;
 }
 
-/* A snapshot reference such as -1: an argument, not an option. */
-static bool negative_number(const char *arg)
-{
-	if (arg[0] != '-' || !arg[1])
-		return false;
-	for (const char *p = arg + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
-
 
 /* A mount target's filesystem: ordinary disk filesystems and tmpfs only;
  * never proc, sysfs, cgroup, devpts (mounting over /proc/PID hides a
@@ -489,7 +478,7 @@ int main(int argc, char **argv)
 		const struct deleg_opt *o;
 		const char *value;
 
-		if (dashdash || argv[i][0] != '-' || negative_number(argv[i]) || !argv[i][1]) {
+		if (dashdash || argv[i][0] != '-' || ovs_negative_number(argv[i]) || !argv[i][1]) {
 			if (npos == cmd->max)
 				die("%s: too many arguments", cmd->name);
 			pos[npos++] = argv[i];

@@ -113,16 +113,6 @@ static const struct cmd_struct *find_command(const char *name)
  */
 #define NEGATIVE_MARK '\x1f'
 
-static bool looks_negative(const char *arg)
-{
-	if (arg[0] != '-' || !arg[1])
-		return false;
-	for (const char *p = arg + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
-
 /* Whether the option of table named by arg ("--name", "-n", "-fn") wants
  * the next word as its argument. */
 static bool option_takes_next(const struct poptOption *table, const char *arg)
@@ -192,7 +182,7 @@ poptContext ovs_popt_parse(const char *cmd, int argc, const char **argv,
 
 		if (strcmp(argv[i], "--") == 0)
 			break;
-		if (!looks_negative(argv[i]) || option_takes_next(table, argv[i - 1]))
+		if (!ovs_negative_number(argv[i]) || option_takes_next(table, argv[i - 1]))
 			continue;
 		/* lives as long as the process, like name */
 		if (asprintf(&marked, "%c%s", NEGATIVE_MARK, argv[i]) >= 0)

@@ -132,6 +132,9 @@ int ovs_volume_unindex(struct ovs_volume *v);
 void ovs_log_open(const char *ident);
 /* The mount id of what fd is on (fdinfo's mnt_id), or -1 (lib/util.c). */
 long ovs_fd_mnt_id(int fd);
+/* "-N" with digits only: a snapshot reference such as -1, an argument
+ * rather than an option (lib/util.c). */
+bool ovs_negative_number(const char *arg);
 void ovs_log(const struct ovs_volume *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Why a listed volume cannot be used (NULL when it can). */

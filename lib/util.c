@@ -448,3 +448,13 @@ long ovs_fd_mnt_id(int fd)
 	fclose(f);
 	return id;
 }
+
+bool ovs_negative_number(const char *arg)
+{
+	if (arg[0] != '-' || !arg[1])
+		return false;
+	for (const char *p = arg + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
