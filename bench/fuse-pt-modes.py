@@ -8,13 +8,46 @@ Each case opens files of MOUNTPOINT with the open answer it names
 see bench/fuse-pt-modes.c) and prints one line: what the caller saw, and
 which requests reached the daemon ("daemon: -" when none did).
 """
+import ctypes
 import errno
 import mmap
 import os
 import subprocess
 import sys
+import time
 
 MNT, SRC, CTL, LOG, ALLOW = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mmap.restype = ctypes.c_void_p
+LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+class Map:
+    """A mapping of fd that holds no descriptor of its own (Python's mmap
+    module keeps a dup of the descriptor, so close() would not close)."""
+
+    def __init__(self, fd, length, flags, prot):
+        self.len = length
+        self.addr = LIBC.mmap(None, length, prot, flags, fd, 0)
+        if self.addr in (None, ctypes.c_void_p(-1).value):
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+
+    def store(self, data):
+        ctypes.memmove(self.addr, data, len(data))
+
+    def load(self, n):
+        return ctypes.string_at(self.addr, n)
+
+    def sync(self):
+        LIBC.msync(ctypes.c_void_p(self.addr), ctypes.c_size_t(self.len), 4)  # MS_SYNC
+
+    def close(self):
+        LIBC.munmap(self.addr, self.len)
 
 
 def setmode(m):
@@ -61,6 +94,12 @@ def report(case, outcome, since):
     print(f"{case:<62} {outcome:<34} daemon: {reqs(since)}")
 
 
+def write_close(fd):
+    os.pwrite(fd, b"NEW!", 0)
+    os.close(fd)
+    return "ok"
+
+
 def try_(fn):
     try:
         return fn()
@@ -68,22 +107,28 @@ def try_(fn):
         return "error " + err(e)
 
 
-def case_open_pair(first, second, flags2, label):
-    name = f"pair-{first}{second}"
+def case_open_pair(first, flags1, second, flags2, label):
+    """Open with answer first, then with answer second; write through the
+    one open for write, read through the other."""
+    name = f"pair-{first}{second}{flags1}{flags2}"
     fresh(name)
-    r = op(first, name, os.O_RDONLY)
+    a = op(first, name, flags1)
     pos = logpos()
     try:
-        w = op(second, name, flags2)
+        b = op(second, name, flags2)
     except OSError as e:
         report(label, "open: " + err(e), pos)
-        os.close(r)
+        os.close(a)
         return
-    res = try_(lambda: os.pwrite(w, b"WRITE", 0) and "ok")
-    got = os.pread(r, 5, 0)
-    report(label, f"open ok; write {res}; reader sees {got.decode()}", pos)
-    os.close(w)
-    os.close(r)
+    w, r = (a, b) if flags1 != os.O_RDONLY else (b, a)
+    if flags1 == flags2 == os.O_RDONLY:
+        out = "open ok"
+    else:
+        res = try_(lambda: os.pwrite(w, b"WRITE", 0) and "ok")
+        out = f"open ok; write {res}; other sees {os.pread(r, 5, 0).decode()}"
+    report(label, out, pos)
+    os.close(b)
+    os.close(a)
 
 
 def main():
@@ -91,13 +136,15 @@ def main():
     tag = " [allow_mmap]" if allow else ""
     if not allow:
         # Opens of one inode with different answers (fuse_file_io_open).
-        case_open_pair("p", "d", os.O_RDWR, "reader p, then writer d (direct_io)")
-        case_open_pair("p", "c", os.O_RDWR, "reader p, then writer c (cached)")
-        case_open_pair("p", "c", os.O_RDONLY, "reader p, then reader c")
-        case_open_pair("c", "p", os.O_RDONLY, "reader c, then reader p")
-        case_open_pair("p", "P", os.O_RDWR, "reader p, then writer P (passthrough+direct_io)")
-        case_open_pair("p", "p", os.O_RDWR, "reader p, then writer p (passthrough)")
-        case_open_pair("d", "p", os.O_RDONLY, "writer d alone, then reader p")
+        case_open_pair("p", os.O_RDONLY, "d", os.O_RDWR, "reader p, then writer d (direct_io)")
+        case_open_pair("p", os.O_RDONLY, "c", os.O_RDWR, "reader p, then writer c (cached)")
+        case_open_pair("p", os.O_RDONLY, "c", os.O_RDONLY, "reader p, then reader c")
+        case_open_pair("c", os.O_RDONLY, "p", os.O_RDONLY, "reader c, then reader p")
+        case_open_pair("c", os.O_RDWR, "p", os.O_RDONLY, "writer c, then reader p")
+        case_open_pair("p", os.O_RDONLY, "P", os.O_RDWR,
+                       "reader p, then writer P (passthrough+direct_io)")
+        case_open_pair("p", os.O_RDONLY, "p", os.O_RDWR, "reader p, then writer p (passthrough)")
+        case_open_pair("d", os.O_RDWR, "p", os.O_RDONLY, "writer d, then reader p")
 
         # Writer P next to a passthrough reader: every kind of I/O.
         fresh("wp")
@@ -137,9 +184,9 @@ def main():
         w = op("P", name, os.O_RDWR)
         pos = logpos()
         try:
-            m = mmap.mmap(w, 4096, flags=flag, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            m[0:4] = b"MMAP"
-            m.flush() if flag == mmap.MAP_SHARED else None
+            m = Map(w, 4096, flag, mmap.PROT_READ | mmap.PROT_WRITE)
+            m.store(b"MMAP")
+            m.sync()
             out = f"ok, SRC has {src(name, 4).decode()}, reader sees {os.pread(r, 4, 0).decode()}"
             m.close()
         except OSError as e:
@@ -155,8 +202,8 @@ def main():
         w = op("d", name, os.O_RDWR)
         pos = logpos()
         try:
-            m = mmap.mmap(w, 4096, flags=flag, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            m[0:4] = b"MMAP"
+            m = Map(w, 4096, flag, mmap.PROT_READ | mmap.PROT_WRITE)
+            m.store(b"MMAP")
             out = "ok"
             if flag == mmap.MAP_SHARED:
                 # the mapping put the inode in cached mode: a passthrough open now?
@@ -170,31 +217,69 @@ def main():
     if allow:
         return
 
-    # A mapping outlives RELEASE.
-    fresh("keep")
-    r = op("p", "keep", os.O_RDONLY)
-    m = mmap.mmap(r, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    os.close(r)
-    pos = logpos()
-    w = try_(lambda: op("c", "keep", os.O_RDWR))
-    if isinstance(w, int):
-        os.pwrite(w, b"NEW!", 0)
-        out = f"writer c opens; old mapping sees {m[0:4].decode()}"
-        os.close(w)
-    else:
-        out = "writer c: " + w
-    report("p reader mmap, close (RELEASE), then writer c", out, pos)
-    m.close()
+    # A mapping and RELEASE: does the handle (and its io mode) outlive close()?
+    for m_, flags, prot, kind in (
+            ("p", os.O_RDONLY, mmap.PROT_READ, mmap.MAP_SHARED),
+            ("p", os.O_RDONLY, mmap.PROT_READ, mmap.MAP_PRIVATE),
+            ("P", os.O_RDWR, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED)):
+        name = "keep" + m_ + str(kind)
+        fresh(name)
+        r = op(m_, name, flags)
+        m = Map(r, 4096, kind, prot)
+        pos = logpos()
+        os.close(r)
+        time.sleep(0.2)
+        at_close = reqs(pos)
+        out = "RELEASE at close: " + ("yes" if "RELEASE" in at_close else "no")
+        if m_ == "P":
+            m.store(b"LATE")
+            m.sync()
+            out += f"; store after close: SRC has {src(name, 4).decode()}"
+        else:
+            out += "; then writer c: " + try_(lambda: write_close(op("c", name, os.O_RDWR)))
+            out += f", mapping sees {m.load(4).decode()}"
+            time.sleep(0.2)
+        pos = logpos()
+        m.close()
+        time.sleep(0.2)
+        out += "; RELEASE at munmap: " + ("yes" if "RELEASE" in reqs(pos) else "no")
+        report(f"{m_} open, {'MAP_SHARED' if kind == mmap.MAP_SHARED else 'MAP_PRIVATE'}, close, munmap",
+               out, pos)
 
-    fresh("keepw")
-    w = op("P", "keepw", os.O_RDWR)
-    m = mmap.mmap(w, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    os.close(w)
+    # close() of a passthrough reader, at once an open in the page cache:
+    # has the kernel left passthrough mode when close() returns?
+    fresh("race")
+    fails = 0
     pos = logpos()
-    m[0:4] = b"LATE"
-    m.flush()
-    report("P writer mmap, close (RELEASE), then store", f"SRC has {src('keepw', 4).decode()}", pos)
-    m.close()
+    for _ in range(200):
+        r = op("p", "race", os.O_RDONLY)
+        os.close(r)
+        try:
+            os.close(op("c", "race", os.O_RDONLY))
+        except OSError:
+            fails += 1
+    report("200x: close p reader, then at once open c", f"{fails} EIO", pos)
+
+    # Writer d next to a passthrough reader: its mappings.
+    fresh("dmap")
+    w = op("d", "dmap", os.O_RDWR)
+    r = op("p", "dmap", os.O_RDONLY)
+    for kind, flag in (("MAP_SHARED", mmap.MAP_SHARED), ("MAP_PRIVATE", mmap.MAP_PRIVATE)):
+        pos = logpos()
+        res = try_(lambda: Map(w, 4096, flag, mmap.PROT_READ).close() or "ok")
+        report(f"d writer, then p reader: writer {kind}", res, pos)
+    os.close(r)
+    os.close(w)
+
+    # Writer P opened O_WRONLY: no mapping at all, as natively.
+    fresh("wo")
+    r = op("p", "wo", os.O_RDONLY)
+    w = op("P", "wo", os.O_WRONLY)
+    pos = logpos()
+    res = try_(lambda: Map(w, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE).close() or "ok")
+    report("p reader, P writer O_WRONLY: MAP_SHARED", res, pos)
+    os.close(w)
+    os.close(r)
 
     # Truncate and fallocate by path while a passthrough reader is open.
     fresh("tr")
@@ -212,14 +297,14 @@ def main():
     # exec of a file open for write elsewhere.
     with open("/bin/true", "rb") as f:
         elf = f.read()
-    for m_ in ("c", "P", "d"):
-        name = "exe-" + m_
+    for m_, x in (("c", "c"), ("d", "c"), ("P", "c"), ("P", "P")):
+        name = "exe-" + m_ + x
         fresh(name, elf)
         w = op(m_, name, os.O_RDWR)
-        setmode("c")
+        setmode(x)
         pos = logpos()
         res = try_(lambda: subprocess.run([os.path.join(MNT, name)]).returncode == 0 and "ran")
-        report(f"exec while writer {m_} is open", res, pos)
+        report(f"exec (open {x}) while writer {m_} is open", res, pos)
         os.close(w)
     fresh("exe-r", elf)
     r = op("p", "exe-r", os.O_RDONLY)
