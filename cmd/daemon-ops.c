@@ -644,14 +644,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->time_gran = 1;
 	/*
 	 * FUSE passthrough of file data (issue 12) stays off on the live
-	 * path.  The kernel (6.18, fs/fuse/iomode.c) puts an inode either in
-	 * passthrough mode or not: while a read-only open of it is in
-	 * passthrough mode, an open for write must be passthrough too (its
-	 * writes would then reach SRC without this daemon: no preservation
-	 * on the first write, rule 1, nor after a take, rule 10) or it fails
-	 * with EIO; nothing revokes the reader's backing file, and waiting for
-	 * the reader to close can deadlock its own process.  Views use it for
-	 * files in frozen layers (view-ops.c), which never change.
+	 * path: no answer to OPEN keeps both the errors of the real
+	 * filesystem and rules 1, 10 and 12.  Checked on 6.18 with
+	 * bench/fuse-pt-modes.sh (ovsnapd(8), "FUSE passthrough"): while a
+	 * read-only open is in passthrough mode, an open answered in the page
+	 * cache or with FOPEN_DIRECT_IO alone fails with EIO
+	 * (fuse_file_io_open wants FOPEN_PASSTHROUGH while the inode has a
+	 * backing file, before it lets direct_io opens skip the mode
+	 * accounting).  FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO works and sends
+	 * read, write, truncate, fallocate and fsync here, but its mmap goes
+	 * to the backing file (fuse_file_mmap -> fuse_passthrough_mmap):
+	 * shared stores reach SRC unpreserved and past the take's barrier,
+	 * also after RELEASE (the mapping holds the backing file).  A
+	 * direct_io writer opened first lets a passthrough reader in, then its
+	 * own mmap fails with ENODEV.  Views use passthrough for files in
+	 * frozen layers (view-ops.c), which never change.
 	 */
 #ifdef HAVE_FUSE_PASSTHROUGH
 	dlog(LOG_INFO, "FUSE passthrough: %s", (conn->capable & FUSE_CAP_PASSTHROUGH) ?
