@@ -14,6 +14,12 @@
  *   P  FOPEN_PASSTHROUGH | FOPEN_DIRECT_IO
  *   d  FOPEN_DIRECT_IO
  *   c  the page cache (no flag)
+ *   r  as p, then "retire" the node: later LOOKUPs of its name get a new
+ *      node id (a second FUSE inode of the same file, in no mode yet) and
+ *      the kernel is told to drop the name's dentry
+ *   R  as r, without telling the kernel (a LOOKUP that raced the retiring)
+ *   E  on a retired node: p for a read-only open, else ESTALE (the kernel
+ *      retries an open that fails with ESTALE once, revalidating the path)
  * --allow-mmap negotiates FUSE_DIRECT_IO_ALLOW_MMAP.  Each READ, WRITE,
  * SETATTR, FALLOCATE, FSYNC, OPEN and RELEASE that reaches this process
  * is logged on stderr, so the driver can tell what bypassed it.
@@ -41,12 +47,14 @@ struct node {
 	ino_t sino;		/* inode number in DIR; 0: free slot */
 	char name[256];
 	int backing_id, npt;
+	int retired;		/* LOOKUPs of name get another node */
 };
 
 static struct node nodes[MAXN];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int dirfd_, allow_mmap;
 static const char *ctl;
+static struct fuse_session *se_;
 
 #define INO(i)	((fuse_ino_t)(i) + 2)
 #define NODE(ino) (&nodes[(ino) - 2])
@@ -95,20 +103,22 @@ static void pm_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	pthread_mutex_lock(&lock);
 	for (i = 0; i < MAXN; i++) {
-		if (nodes[i].sino == e.attr.st_ino)
+		if (nodes[i].sino == e.attr.st_ino && !nodes[i].retired)
 			break;
-		if (!nodes[i].sino && freei < 0)
+		if ((!nodes[i].sino || nodes[i].retired == 2) && freei < 0)
 			freei = i;
 	}
 	if (i == MAXN) {
 		i = freei;
+		memset(&nodes[i], 0, sizeof(nodes[i]));
 		nodes[i].sino = e.attr.st_ino;
 		strcpy(nodes[i].name, name);
 	}
 	pthread_mutex_unlock(&lock);
 	e.ino = INO(i);
-	e.attr.st_ino = e.ino;
-	e.attr_timeout = e.entry_timeout = 0;
+	logf_("LOOKUP %s -> node %d", name, i);
+	/* as ovsnapd: names and attributes cached for a day */
+	e.attr_timeout = e.entry_timeout = 86400;
 	fuse_reply_entry(req, &e);
 }
 
@@ -126,8 +136,7 @@ static void pm_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, err);
 		return;
 	}
-	st.st_ino = ino;
-	fuse_reply_attr(req, &st, 0);
+	fuse_reply_attr(req, &st, 86400);
 }
 
 static void pm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
@@ -151,6 +160,15 @@ static void pm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		close(fd);
 }
 
+static void *inval_name(void *arg)
+{
+	struct node *n = arg;
+	int rc = fuse_lowlevel_notify_inval_entry(se_, FUSE_ROOT_ID, n->name, strlen(n->name));
+
+	logf_("INVAL %s: %d", n->name, rc);
+	return NULL;
+}
+
 static void pm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct node *n = NODE(ino);
@@ -163,6 +181,17 @@ static void pm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			mode = 'c';
 		close(cfd);
 	}
+	if (mode == 'E') {
+		if (!n->retired)
+			mode = 'c';
+		else if ((fi->flags & O_ACCMODE) == O_RDONLY)
+			mode = 'p';
+		else {
+			logf_("OPEN %s flags=%#o: ESTALE (node retired)", n->name, fi->flags);
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
+	}
 	fd = openat(dirfd_, n->name, fi->flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL));
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
@@ -171,7 +200,7 @@ static void pm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)fd;
 	fi->keep_cache = 0;
 	fi->direct_io = mode == 'd' || mode == 'P';
-	if (mode == 'p' || mode == 'P') {
+	if (mode == 'p' || mode == 'P' || mode == 'r' || mode == 'R') {
 		pthread_mutex_lock(&lock);
 		if (!n->backing_id) {
 			int bfd = openat(dirfd_, n->name, O_RDONLY);
@@ -189,7 +218,17 @@ static void pm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_mutex_unlock(&lock);
 	}
 	logf_("OPEN %s flags=%#o mode=%c", n->name, fi->flags, mode);
+	if (mode == 'r' || mode == 'R')
+		n->retired = 1;
 	fuse_reply_open(req, fi);
+	if (mode == 'r') {
+		pthread_t t;
+
+		/* not from this thread: an O_CREAT open holds the folder's
+		 * lock, which the invalidation takes */
+		if (pthread_create(&t, NULL, inval_name, n) == 0)
+			pthread_detach(t);
+	}
 }
 
 static void pm_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -307,6 +346,7 @@ int main(int argc, char **argv)
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (!se)
 		return 1;
+	se_ = se;
 	if (fuse_set_signal_handlers(se) == 0 && fuse_session_mount(se, argv[2]) == 0) {
 		cfg = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(cfg, 0);

@@ -281,6 +281,38 @@ def main():
     os.close(w)
     os.close(r)
 
+    # The nearest design: a passthrough reader's node is "retired", so
+    # that later LOOKUPs give a second FUSE inode of the same file, in no
+    # mode yet; an open for write that still reaches the retired node
+    # gets ESTALE, which makes the kernel revalidate the path once.
+    fresh("ret")
+    r = op("r", "ret", os.O_RDONLY)
+    time.sleep(0.2)
+    pos = logpos()
+    w = op("E", "ret", os.O_RDWR)
+    os.pwrite(w, b"WRIT", 0)
+    report("retired p reader; writer by path (E)", f"ok, reader sees {os.pread(r, 4, 0).decode()}",
+           pos)
+    m = Map(w, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    pos = logpos()
+    m.store(b"MMAP")
+    before = os.pread(r, 4, 0).decode()
+    m.sync()
+    report("retired p reader; writer's MAP_SHARED store",
+           f"reader sees {before}, after msync {os.pread(r, 4, 0).decode()}", pos)
+    m.close()
+    os.close(w)
+    os.close(r)
+    fresh("ret2")
+    r = op("R", "ret2", os.O_RDONLY)
+    pos = logpos()
+    res = try_(lambda: os.close(op("E", "ret2", os.O_RDWR)) or "ok")
+    report("retired p reader, dentry still cached; writer by path (E)", res, pos)
+    pos = logpos()
+    res = try_(lambda: os.close(op("E", f"/proc/self/fd/{r}", os.O_RDWR)) or "ok")
+    report("retired p reader; writer through /proc/self/fd (E)", res, pos)
+    os.close(r)
+
     # Truncate and fallocate by path while a passthrough reader is open.
     fresh("tr")
     r = op("p", "tr", os.O_RDONLY)

@@ -657,8 +657,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * shared stores reach SRC unpreserved and past the take's barrier,
 	 * also after RELEASE (the mapping holds the backing file).  A
 	 * direct_io writer opened first lets a passthrough reader in, then its
-	 * own mmap fails with ENODEV.  Views use passthrough for files in
-	 * frozen layers (view-ops.c), which never change.
+	 * own mmap fails with ENODEV.  Giving the file a second FUSE inode
+	 * for later opens (new node id on LOOKUP, ESTALE to a writer that
+	 * still reaches the old one) leaves a /proc/PID/fd reopen failing
+	 * with ESTALE and the readers blind to the writer's shared-mapping
+	 * stores until writeback.  Views use passthrough for files in frozen
+	 * layers (view-ops.c), which never change.
 	 */
 #ifdef HAVE_FUSE_PASSTHROUGH
 	dlog(LOG_INFO, "FUSE passthrough: %s", (conn->capable & FUSE_CAP_PASSTHROUGH) ?
