@@ -12,6 +12,8 @@ B=${1:-build}
 PM=$B/bench/fuse-pt-modes
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -x "$PM" ] || { echo "fuse-pt-modes.sh: $PM missing (make bench/fuse-pt-modes)" >&2; exit 1; }
+rc=0; "$PM" >/dev/null 2>&1 || rc=$?
+[ $rc -ne 77 ] || { echo "fuse-pt-modes.sh: $PM was built against libfuse < 3.17.1" >&2; exit 77; }
 T=$(mktemp -d /tmp/ptmodes.XXXXXX)
 LOOP=
 PID=
