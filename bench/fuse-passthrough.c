@@ -228,13 +228,16 @@ static void ff_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
 	}
 #ifdef HAVE_FUSE_URING
+	/* Through conn->want like every flag above (the bit is one of its
+	 * 32): libfuse drops every change to conn->want, logging "Both
+	 * conn->want_ext and conn->want are set", if init changes both. */
 	if (!want_uring)
-		conn->want_ext &= ~(uint64_t)FUSE_CAP_OVER_IO_URING;
-	else if (conn->capable_ext & FUSE_CAP_OVER_IO_URING)
-		conn->want_ext |= FUSE_CAP_OVER_IO_URING;
+		conn->want &= ~FUSE_CAP_OVER_IO_URING;
+	else if (conn->capable & FUSE_CAP_OVER_IO_URING)
+		conn->want |= FUSE_CAP_OVER_IO_URING;
 	if (want_uring)
 		fprintf(stderr, "fuse-passthrough: io_uring %s\n",
-			(conn->capable_ext & FUSE_CAP_OVER_IO_URING) ? "offered by the kernel, requested" :
+			(conn->capable & FUSE_CAP_OVER_IO_URING) ? "offered by the kernel, requested" :
 			"not offered by the kernel (/sys/module/fuse/parameters/enable_uring is N?)");
 #endif
 }
