@@ -9,6 +9,11 @@
 #            no writeback cache)
 #   read4k   IO_N O_DIRECT 4 KiB reads of it (one READ each)
 #   seqread  a cold sequential read of a SEQ_MB MiB file, 1 MiB reads
+# and, where ovsnap-viewd is built next to OVSNAP (VIEWS=0: not), a view
+# served by ovsnap-viewd with io_uring against one with --no-io-uring:
+#   vwalk    a cold walk (find -printf %s) of TREE_N files through the view
+#   vseqread a cold sequential read of a VSEQ_MB MiB file through the view
+#            (shared with the live tree: served by the view, not passthrough)
 # Targets take turns round after round, in an order that rotates each round
 # (this VM drifts by 2-4x within minutes); each figure is the median of its
 # rounds, in ms, and the ratio is plain loop time / io_uring time (> 1:
@@ -26,7 +31,8 @@
 # and with the switch off, the script says so and measures nothing.
 #
 # N (default 5000) files, IO_N (default 20000) 4 KiB operations, SEQ_MB
-# (default 1024), ROUNDS (default 3).
+# (default 1024), ROUNDS (default 3), TREE_N (default 20000), VSEQ_MB
+# (default 256); OPS and VOPS pick operations.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
 FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
@@ -34,7 +40,10 @@ N=${N:-5000}
 IO_N=${IO_N:-20000}
 SEQ_MB=${SEQ_MB:-1024}
 ROUNDS=${ROUNDS:-3}
-OPS="create stat write4k read4k seqread"
+OPS=${OPS:-create stat write4k read4k seqread}
+TREE_N=${TREE_N:-20000}
+VSEQ_MB=${VSEQ_MB:-256}
+VOPS=${VOPS:-vwalk vseqread}
 param=/sys/module/fuse/parameters/enable_uring
 note=${OVSNAP_URING_NOTE:-/run/ovsnap-uring-bench.enable_uring}
 
@@ -144,6 +153,32 @@ if [ "$(rings fpu)" = 0 ]; then
 fi
 echo "note: plain loop: pid ${pid[fp]}, 0 ring threads; io_uring: pid ${pid[fpu]}, $(rings fpu) ring threads"
 
+# Views: a volume with a tree and a file, one snapshot of it, mounted twice.
+views=
+if [ "${VIEWS:-1}" = 1 ] && [ -x "$OVSNAP_VIEWD" ]; then
+	views="view viewplain"
+	mkdir -p "$x/live" "$x/view" "$x/viewplain"
+	mktree "$x/live/tree" "$TREE_N"
+	dd if=/dev/zero of="$x/live/vseq" bs=1M count="$VSEQ_MB" status=none conv=fsync
+	"$OVSNAP" take "$x/live" >/dev/null
+	"$OVSNAP" mount "$x/live" 1 "$x/view" >/dev/null
+	printf '#!/bin/sh\nexec %q --no-io-uring "$@"\n' "$OVSNAP_VIEWD" >"$work/viewd-plain"
+	chmod +x "$work/viewd-plain"
+	OVSNAP_VIEWD=$work/viewd-plain "$OVSNAP" mount "$x/live" 1 "$x/viewplain" >/dev/null
+	for v in $views; do
+		stat "$x/$v" >/dev/null
+		for p in $(bench_our_daemons); do
+			[ "$(cat /proc/"$p"/comm)" = ovsnap-viewd ] &&
+				tr '\0' ' ' <"/proc/$p/cmdline" | grep -q " $x/$v *\$" && pid[$v]=$p
+		done
+		[ -n "${pid[$v]:-}" ] || { echo "bench: no ovsnap-viewd for $x/$v" >&2; exit 1; }
+		echo "note: $v: pid ${pid[$v]}, $(rings "$v") ring threads," \
+			"$(grep -h 'io_uring' "$OVSNAP_RUN_DIR"/view-*"${v}".log | sed 's/^ovsnap-viewd: //')"
+	done
+	[ "$(rings viewplain)" = 0 ] || { echo "bench: the view with --no-io-uring runs rings" >&2; exit 1; }
+	[ "$(rings view)" != 0 ] || { echo "bench: the io_uring view started no ring thread" >&2; exit 1; }
+fi
+
 # The data files, written once per target through the target itself.
 for w in native fp fpu; do
 	dd if=/dev/zero of="$x/$w/seq" bs=1M count="$SEQ_MB" status=none conv=fsync
@@ -161,6 +196,8 @@ one() { # WHERE OP ROUND
 	write4k) t=$(time_ms dd if=/dev/zero of="$d/io" bs=4k count="$IO_N" conv=notrunc status=none) ;;
 	read4k) t=$(time_ms dd if="$d/io" of=/dev/null bs=4k count="$IO_N" iflag=direct status=none) ;;
 	seqread) t=$(read_ms "$d/seq") ;;
+	vwalk) drop_caches; t=$(time_ms find "$d/tree" -printf '%s\n') ;;
+	vseqread) t=$(read_ms "$d/vseq") ;;
 	esac
 	runs[$1,$2]+="$t "
 }
@@ -173,6 +210,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		done
 	done
 	order=("${order[@]:1}" "${order[0]}")
+	if [ -n "$views" ]; then
+		vorder=(view viewplain)
+		((r % 2)) || vorder=(viewplain view)
+		for op in $VOPS; do
+			for w in "${vorder[@]}"; do
+				one "$w" "$op" "$r"
+			done
+		done
+	fi
 	# A ring thread that died takes the mount with it: check every round.
 	for w in fp fpu; do
 		kill -0 "${pid[$w]}" 2>/dev/null && findmnt -n "$x/$w" >/dev/null ||
@@ -188,6 +234,15 @@ for op in $OPS; do
 	u=$(med fpu "$op")
 	row "$op" "$p" "$u" "$(ratio "$p" "$u")" "$(med native "$op")"
 done
+if [ -n "$views" ]; then
+	echo
+	row "view operation (median ms)" "plain loop" "io_uring" "plain/uring" ""
+	for op in $VOPS; do
+		p=$(med viewplain "$op")
+		u=$(med view "$op")
+		row "$op" "$p" "$u" "$(ratio "$p" "$u")" ""
+	done
+fi
 echo
 echo "rounds (ms): $(for k in "${!runs[@]}"; do echo "$k: ${runs[$k]}"; done | sort | tr '\n' ';')"
 echo "note: io_uring ring threads at the end: $(rings fpu)"
