@@ -4,7 +4,7 @@
 # (bench/fuse-passthrough, built against libfuse >= 3.18) mounted twice,
 # once with --io-uring, next to native XFS:
 #   create   N files of 4 KiB in a new folder
-#   stat     a cold stat walk of them (caches dropped)
+#   stat     a cold stat walk of them (caches dropped; needs create in OPS)
 #   write4k  IO_N buffered 4 KiB writes into one file (one WRITE each:
 #            no writeback cache)
 #   read4k   IO_N O_DIRECT 4 KiB reads of it (one READ each)
@@ -227,20 +227,28 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 med() { tr ' ' '\n' <<<"${runs[$1,$2]}" | grep -v '^$' | median; }
+# PLAIN URING OP: the median of the rounds' own ratios (the two targets
+# ran next to each other in each round, so drift between rounds cancels)
+paired() {
+	paste <(tr ' ' '\n' <<<"${runs[$1,$3]}" | grep -v '^$') \
+	      <(tr ' ' '\n' <<<"${runs[$2,$3]}" | grep -v '^$') |
+		while read -r a b; do echo "$(ratio "$a" "$b")"; done | median
+}
 echo
 row "operation (median ms)" "plain loop" "io_uring" "plain/uring" "native XFS"
 for op in $OPS; do
 	p=$(med fp "$op")
 	u=$(med fpu "$op")
-	row "$op" "$p" "$u" "$(ratio "$p" "$u")" "$(med native "$op")"
+	row "$op" "$p" "$u" "$(ratio "$p" "$u") ($(paired fp fpu "$op"))" "$(med native "$op")"
 done
+echo "(plain/uring: ratio of the medians, in brackets the median of each round's ratio)"
 if [ -n "$views" ]; then
 	echo
 	row "view operation (median ms)" "plain loop" "io_uring" "plain/uring" ""
 	for op in $VOPS; do
 		p=$(med viewplain "$op")
 		u=$(med view "$op")
-		row "$op" "$p" "$u" "$(ratio "$p" "$u")" ""
+		row "$op" "$p" "$u" "$(ratio "$p" "$u") ($(paired viewplain view "$op"))" ""
 	done
 fi
 echo
