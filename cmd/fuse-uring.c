@@ -51,8 +51,9 @@ const char *fuse_uring_choose(struct fuse_conn_info *conn, const char *refusal)
 		return refusal;
 	}
 	conn->want |= FUSE_CAP_OVER_IO_URING;
-	/* libfuse logs "fuse: failed to start io-uring" if it cannot */
-	return "on (one ring thread per CPU)";
+	/* A libfuse built without liburing and libnuma has the API but no
+	 * rings: it logs "fuse: failed to start io-uring" right after. */
+	return "on (one ring thread per CPU, unless libfuse logs that it failed to start io-uring)";
 }
 
 const char *fuse_uring_session_opt(void)

@@ -91,7 +91,7 @@ test_viewd_takes_io_uring_where_offered() {
 	view v1 || return
 	line=$(grep -h 'FUSE over io_uring:' "$VLOG")
 	assertContains "the view says whether it uses io_uring" "$line" \
-		"$(expected_reason "on (one ring thread per CPU)")"
+		"$(expected_reason "on (one ring thread per CPU")"
 	if offered; then
 		assertNotEquals "the view runs ring threads" 0 "$(rings "$VPID")"
 	else
