@@ -254,3 +254,22 @@ fi
 echo
 echo "rounds (ms): $(for k in "${!runs[@]}"; do echo "$k: ${runs[$k]}"; done | sort | tr '\n' ';')"
 echo "note: io_uring ring threads at the end: $(rings fpu)"
+
+# What an admin who turns the switch off again does to servers that run
+# rings (only when this run turned it on, so it is ours to turn off): do
+# they keep serving?
+if [ -f "$note" ]; then
+	restore_uring
+	for w in fpu $views; do
+		[ "$w" = viewplain ] && continue
+		f=$x/$w/seq
+		[ "$w" = view ] && f=$x/$w/vseq
+		drop_caches
+		if dd if="$f" of=/dev/null bs=1M count=16 status=none 2>"$work/probe.err" &&
+		   kill -0 "${pid[$w]}" 2>/dev/null; then
+			echo "note: $w still serves after the switch went back to N ($(rings "$w") ring threads)"
+		else
+			echo "note: $w stopped serving after the switch went back to N: $(head -1 "$work/probe.err")"
+		fi
+	done
+fi
