@@ -14,6 +14,9 @@
 #   vwalk    a cold walk (find -printf %s) of TREE_N files through the view
 #   vseqread a cold sequential read of a VSEQ_MB MiB file through the view
 #            (shared with the live tree: served by the view, not passthrough)
+#   vparread 4 readers at once, each a cold sequential read of its own
+#            VSEQ_MB/4 MiB file (the rings serve one request at a time
+#            per CPU, the /dev/fuse loop up to 16 at once)
 # Targets take turns round after round, in an order that rotates each round
 # (this VM drifts by 2-4x within minutes); each figure is the median of its
 # rounds, in ms, and the ratio is plain loop time / io_uring time (> 1:
@@ -43,7 +46,7 @@ ROUNDS=${ROUNDS:-3}
 OPS=${OPS:-create stat write4k read4k seqread}
 TREE_N=${TREE_N:-20000}
 VSEQ_MB=${VSEQ_MB:-256}
-VOPS=${VOPS:-vwalk vseqread}
+VOPS=${VOPS:-vwalk vseqread vparread}
 param=/sys/module/fuse/parameters/enable_uring
 note=${OVSNAP_URING_NOTE:-/run/ovsnap-uring-bench.enable_uring}
 
@@ -160,6 +163,9 @@ if [ "${VIEWS:-1}" = 1 ] && [ -x "$OVSNAP_VIEWD" ]; then
 	mkdir -p "$x/live" "$x/view" "$x/viewplain"
 	mktree "$x/live/tree" "$TREE_N"
 	dd if=/dev/zero of="$x/live/vseq" bs=1M count="$VSEQ_MB" status=none conv=fsync
+	for i in 0 1 2 3; do
+		dd if=/dev/zero of="$x/live/vpar.$i" bs=1M count=$((VSEQ_MB / 4)) status=none conv=fsync
+	done
 	"$OVSNAP" take "$x/live" >/dev/null
 	"$OVSNAP" mount "$x/live" 1 "$x/view" >/dev/null
 	printf '#!/bin/sh\nexec %q --no-io-uring "$@"\n' "$OVSNAP_VIEWD" >"$work/viewd-plain"
@@ -186,6 +192,16 @@ for w in native fp fpu; do
 done
 
 declare -A runs
+parallel_read() { # FILE...: read them all at once; fails if one fails
+	local f p rc=0 pids=()
+
+	for f; do
+		dd if="$f" of=/dev/null bs=1M status=none &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	return $rc
+}
 one() { # WHERE OP ROUND
 	local d=$x/$1 t
 
@@ -198,6 +214,7 @@ one() { # WHERE OP ROUND
 	seqread) t=$(read_ms "$d/seq") ;;
 	vwalk) drop_caches; t=$(time_ms find "$d/tree" -printf '%s\n') ;;
 	vseqread) t=$(read_ms "$d/vseq") ;;
+	vparread) drop_caches; t=$(time_ms parallel_read "$d"/vpar.*) ;;
 	esac
 	runs[$1,$2]+="$t "
 }
