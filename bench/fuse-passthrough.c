@@ -9,7 +9,7 @@
  * benchmarks can tell the cost of FUSE on this kernel and libfuse from
  * what ovsnapd adds to it.
  *
- *   fuse-passthrough [--dir-fds] DIR MOUNTPOINT
+ *   fuse-passthrough [--dir-fds] [--readdirplus] [--io-uring] DIR MOUNTPOINT
  *                                     (stays in the foreground; umount ends it)
  *
  * --dir-fds: only directories keep an O_PATH descriptor; any other inode
@@ -24,6 +24,15 @@
  * choice), each entry with the attributes a LOOKUP would give, as
  * ovsnap-viewd does: the floor of a walk through FUSE, where the default
  * (plain READDIR, then a LOOKUP per entry) is what most FUSE servers do.
+ *
+ * --io-uring: ask for FUSE over io_uring (libfuse 3.18+, HAVE_FUSE_URING):
+ * the session gets -o io_uring, and when the kernel offers it (its
+ * enable_uring parameter is Y) libfuse serves requests from one ring thread
+ * per CPU ("fuse-ring-N") instead of the /dev/fuse loop.  Whether the
+ * kernel offered it goes to stderr at INIT; bench/uring-bench.sh checks the
+ * ring threads exist.  Without the option io_uring is refused, even if
+ * libfuse's FUSE_URING_ENABLE is in the environment: the baseline stays the
+ * plain request loop.
  *
  * A baseline for bench/ only, no filesystem to rely on: no locks,
  * links or symlinks, renames that do not update cached nodes (enough for
@@ -61,7 +70,7 @@ struct node {
 	char *name;		/* fd == -1: the name in parent */
 };
 
-static int dir_fds_only, want_readdirplus;
+static int dir_fds_only, want_readdirplus, want_uring;
 
 static struct node root;
 static struct node *buckets[NBUCKETS];
@@ -218,6 +227,19 @@ static void ff_init(void *userdata, struct fuse_conn_info *conn)
 	} else {
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
 	}
+#ifdef HAVE_FUSE_URING
+	/* Through conn->want like every flag above (the bit is one of its
+	 * 32): libfuse drops every change to conn->want, logging "Both
+	 * conn->want_ext and conn->want are set", if init changes both. */
+	if (!want_uring)
+		conn->want &= ~FUSE_CAP_OVER_IO_URING;
+	else if (conn->capable & FUSE_CAP_OVER_IO_URING)
+		conn->want |= FUSE_CAP_OVER_IO_URING;
+	if (want_uring)
+		fprintf(stderr, "fuse-passthrough: io_uring %s\n",
+			(conn->capable & FUSE_CAP_OVER_IO_URING) ? "offered by the kernel, requested" :
+			"not offered by the kernel (/sys/module/fuse/parameters/enable_uring is N?)");
+#endif
 }
 
 static void ff_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -549,13 +571,25 @@ int main(int argc, char **argv)
 			dir_fds_only = 1;
 		else if (strcmp(argv[1], "--readdirplus") == 0)
 			want_readdirplus = 1;
+		else if (strcmp(argv[1], "--io-uring") == 0)
+			want_uring = 1;
 		else
 			break;
 	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: fuse-passthrough [--dir-fds] [--readdirplus] DIR MOUNTPOINT\n");
+		fprintf(stderr, "usage: fuse-passthrough [--dir-fds] [--readdirplus] [--io-uring] "
+			"DIR MOUNTPOINT\n");
 		return 2;
 	}
+#ifdef HAVE_FUSE_URING
+	if (want_uring)
+		fargv[2] = "allow_other,default_permissions,fsname=fuse-passthrough,io_uring";
+#else
+	if (want_uring) {
+		fprintf(stderr, "fuse-passthrough: --io-uring: built against libfuse < 3.18\n");
+		return 2;
+	}
+#endif
 	root.fd = open(argv[1], O_PATH | O_DIRECTORY);
 	if (root.fd < 0 || fstat(root.fd, &st) < 0) {
 		fprintf(stderr, "fuse-passthrough: %s: %s\n", argv[1], strerror(errno));

@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fuse-uring.h"
 #include "walk.h"
 
 #define PROC_FD_PATH(buf, fd) snprintf(buf, sizeof(buf), "/proc/self/fd/%d", fd)
@@ -672,6 +673,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 #else
 	dlog(LOG_INFO, "FUSE passthrough: off (built against libfuse < 3.17.1)");
 #endif
+	/* Refused even if FUSE_URING_ENABLE asks libfuse for it (fuse-uring.c). */
+	dlog(LOG_INFO, "FUSE over io_uring: %s", fuse_uring_choose(conn,
+	     "off (offered by the kernel; its ring threads would serve requests "
+	     "past the take barrier of ovsnapd's own request loop)"));
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "view.h"
+#include "fuse-uring.h"
 #include "preserve.h"
 
 #define VIEW(req) ((struct view *)fuse_req_userdata(req))
@@ -634,6 +635,7 @@ static int open_current(struct view *vw, const char *path, int flags, bool *from
  * counts never fall below the kernel's.
  */
 bool view_passthrough_wanted = true;
+bool view_uring_wanted = true;
 bool view_passthrough;		/* the kernel granted FUSE_CAP_PASSTHROUGH */
 #ifdef HAVE_FUSE_PASSTHROUGH
 static bool pt_refused;		/* a backing file was refused: EPERM */
@@ -1420,6 +1422,10 @@ static void vop_init(void *userdata, struct fuse_conn_info *conn)
 		pt_mntfd = -1;
 	}
 #endif
+	/* One ring thread per CPU instead of the /dev/fuse loop where the
+	 * kernel offers it (issue 12 item 3, bench/uring-bench.sh). */
+	fprintf(stderr, "ovsnap-viewd: FUSE over io_uring: %s\n",
+		fuse_uring_choose(conn, view_uring_wanted ? NULL : "off (--no-io-uring)"));
 	fprintf(stderr, "ovsnap-viewd: passthrough of frozen-layer files: %s\n",
 		view_passthrough ? "on" :
 #ifdef HAVE_FUSE_PASSTHROUGH

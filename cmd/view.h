@@ -106,6 +106,8 @@ int view_gen_read(struct view *vw, struct view_gen *g);
 /* FUSE passthrough of files in frozen layers (view-ops.c): asked for
  * (ovsnap-viewd without --no-passthrough), and granted by the kernel. */
 extern bool view_passthrough_wanted, view_passthrough;
+/* FUSE over io_uring where the kernel offers it (--no-io-uring: never) */
+extern bool view_uring_wanted;
 /* Before the session starts: what backing files are opened through. */
 void view_passthrough_setup(struct view *vw);
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "view.h"
+#include "fuse-uring.h"
 
 extern const struct fuse_lowlevel_ops view_ops;
 
@@ -77,11 +78,13 @@ static int add_opt(char **opts, const char *key, const char *value)
 int main(int argc, const char **argv)
 {
 	char *opt_o = NULL, *fuseopts = NULL, fsname[PATH_MAX + 64];
-	int opt_ready = -1, opt_nopt = 0, rc, status = 1;
+	int opt_ready = -1, opt_nopt = 0, opt_nouring = 0, rc, status = 1;
 	struct poptOption options[] = {
 		{ "ready-fd", 0, POPT_ARG_INT, &opt_ready, 0, "say ok/err on this fd", "FD" },
 		{ "no-passthrough", 0, POPT_ARG_NONE, &opt_nopt, 0,
 		  "serve every read here, also of files in frozen layers", NULL },
+		{ "no-io-uring", 0, POPT_ARG_NONE, &opt_nouring, 0,
+		  "serve requests from /dev/fuse even where the kernel offers io_uring", NULL },
 		{ NULL, 'o', POPT_ARG_STRING, &opt_o, 0, "mount options", "OPTS" },
 		POPT_AUTOHELP
 		POPT_TABLEEND
@@ -104,6 +107,7 @@ int main(int argc, const char **argv)
 		return 2;
 	}
 	view_passthrough_wanted = !opt_nopt;
+	view_uring_wanted = !opt_nouring;
 	rest = poptGetArgs(pc);
 	if (!rest || !rest[0] || !rest[1] || !rest[2] || rest[3] ||
 	    ovs_parse_u64(rest[1], &id) < 0) {
@@ -129,7 +133,9 @@ int main(int argc, const char **argv)
 	if (add_opt(&fuseopts, "ro", NULL) || add_opt(&fuseopts, "default_permissions", NULL) ||
 	    add_opt(&fuseopts, "allow_other", NULL) || add_opt(&fuseopts, "fsname", fsname) ||
 	    add_opt(&fuseopts, "subtype", "ovsnap-view") ||
-	    (opt_o && *opt_o && add_opt(&fuseopts, opt_o, NULL))) {
+	    (opt_o && *opt_o && add_opt(&fuseopts, opt_o, NULL)) ||
+	    (view_uring_wanted && fuse_uring_session_opt() &&
+	     add_opt(&fuseopts, fuse_uring_session_opt(), NULL))) {
 		say_ready("err out of memory");
 		return 1;
 	}
