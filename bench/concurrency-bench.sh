@@ -17,7 +17,8 @@
 # other daemon), and quotes the new one against it.
 # BENCH_LOOP_DIO=1 makes the loop device write straight to the disk.
 # Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/concurrency-bench.sh
-# Needs about (2 x ROUNDS x builds + 2) x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}.
+# Needs about 4 x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}
+# (older snapshots are dropped between measurements).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
 
@@ -36,8 +37,8 @@ echo "size: ${PROCS} processes x ${FILES} first changes each; copy-up of ${SIZE_
 echo "daemons: new $OVSNAPD_NEW${OVSNAPD_BASE:+, base $OVSNAPD_BASE (alternate rounds)}"
 echo
 
-# The source, and one preserved copy per round.
-mkimg ext4 "$((SIZE_MB * (2 * ROUNDS * ${#builds[@]} + 2) + 1024))M"
+# The source, and room for a few preserved copies of big.
+mkimg ext4 "$((SIZE_MB * 4 + 1024))M"
 src=$work/ext4/src
 mkdir -p "$src"
 for ((p = 0; p < PROCS; p++)); do
@@ -83,6 +84,7 @@ with_copy_up_ms() {
 	printf 'x' >>"$src/big" &
 	big=$!
 	for i in $(seq 100); do
+		kill -0 "$big" 2>/dev/null || break	# done already: a small copy
 		case $(daemon_status) in *preserving=[1-9]*) break ;; esac
 		sleep 0.02
 	done
@@ -114,10 +116,21 @@ copy_alone_ms() {
 	ms "$t0" "$(now)"
 }
 
+# fresh_take: a take after dropping the older snapshots, whose copies of
+# big are given back to the disk (fstrim), so the image needs room for
+# two or three copies, not one per round.
+fresh_take() {
+	"$OVSNAP" take "$src" >/dev/null
+	"$OVSNAP" drop -q -k last=1 -c manual "$src" >/dev/null
+	fstrim "$work/ext4" 2>/dev/null || true
+	sync
+}
+
 declare -A base with alone copy still
 for ((r = 0; r < ROUNDS; r++)); do
 	for b in "${builds[@]}"; do
 		use_daemon "$b"
+		fresh_take
 		# Each round after a take: every change is a first change again.
 		"$OVSNAP" take "$src" >/dev/null
 		base[$b]+="$(first_changes_ms) "
@@ -126,7 +139,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 		read -r c st <"$work/copy"
 		copy[$b]+="$c "
 		still[$b]+="$st "
-		"$OVSNAP" take "$src" >/dev/null
+		fresh_take
 		alone[$b]+="$(copy_alone_ms) "
 	done
 done
