@@ -301,9 +301,13 @@ int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache)
 	return 0;
 }
 
-static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, const char *path)
+/* *copied: the data was copied, not cloned (nor empty). */
+static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, const char *path,
+			  bool *copied)
 {
 	int rc;
+
+	*copied = false;
 
 	__atomic_store_n(&l->last_cloned, false, __ATOMIC_RELAXED);
 	if (size == 0)
@@ -321,6 +325,7 @@ static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, cons
 	rc = ovs_copy_data_ranges(in, out, size, true);
 	if (rc < 0)
 		return ovs_err(-rc, "copy %s: %s", path, strerror(-rc));
+	*copied = true;
 	return 0;
 }
 
@@ -498,6 +503,7 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 			 struct statx *stx, const char *tmp, const char *path)
 {
 	int in = -1, out = -1, rc;
+	bool copied;
 
 	in = openat(sdirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 	if (in < 0 && errno == EPERM)
@@ -514,7 +520,7 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 		rc = ovs_err(errno, "create %s in work: %m", tmp);
 		goto out;
 	}
-	rc = copy_file_data(l, in, out, stx->stx_size, path);
+	rc = copy_file_data(l, in, out, stx->stx_size, path, &copied);
 	if (rc < 0)
 		goto out;
 	rc = copy_metadata(in, "", stx, out, "", path);
@@ -526,8 +532,7 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	}
 	/* The last chunks of a big copy, now clean, out of the page cache
 	 * too (write-behind dropped the others). */
-	if (!__atomic_load_n(&l->last_cloned, __ATOMIC_RELAXED) &&
-	    stx->stx_size > WRITE_BEHIND_CHUNK)
+	if (copied && stx->stx_size > WRITE_BEHIND_CHUNK)
 		posix_fadvise(out, 0, 0, POSIX_FADV_DONTNEED);
 out:
 	if (in >= 0)
