@@ -87,7 +87,14 @@ mkimg() { # TYPE SIZE -> mounted at $work/TYPE
 
 	truncate -s "$size" "$img"
 	bench_images+=("$img")
-	dev=$(losetup -f --show "$img")
+	# BENCH_LOOP_DIO=1: the loop device writes straight to the disk, as a
+	# real one does, not into the page cache of its image file (where a
+	# cache flush of the loop device becomes an fsync of the image).
+	if [ "${BENCH_LOOP_DIO:-0}" = 1 ]; then
+		dev=$(losetup -f --show --direct-io=on "$img")
+	else
+		dev=$(losetup -f --show "$img")
+	fi
 	case $type in
 	xfs) mkfs.xfs -q -m reflink=1 "$dev" ;;
 	ext4) mkfs.ext4 -q -F "$dev" ;;

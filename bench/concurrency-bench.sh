@@ -6,10 +6,19 @@
 #   with copy-up  while the first write to a ${SIZE_MB:-1024} MiB file
 #                 copies it up (held in its preserve for the whole time
 #                 when it lasts that long),
-# and the ratio of the two.  With one global change lock the eight wait
-# for the whole copy; with locking by object they should not.
+# and the ratio of the two; then the copy-up of the big file alone (its
+# throughput: write-behind must not slow the copy).  With one global
+# change lock the eight wait for the whole copy; with locking by object
+# they should not, and with write-behind in the copy their fsyncs should
+# not wait for the copy's dirty data either.
+#
+# OVSNAPD_BASE=/path/to/an/older/ovsnapd measures that daemon too, in
+# alternate rounds on the same volume (deactivate, activate with the
+# other daemon), and quotes the new one against it.
+# BENCH_LOOP_DIO=1 makes the loop device write straight to the disk.
 # Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/concurrency-bench.sh
-# Needs about (ROUNDS + 2) x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}.
+# Needs about 4 x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}
+# (older snapshots are dropped between measurements).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
 
@@ -17,15 +26,19 @@ PROCS=${PROCS:-8}
 FILES=${FILES:-100}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
+OVSNAPD_NEW=${OVSNAPD:-$(dirname "$OVSNAP")/ovsnapd}
+builds=(new)
+[ -n "${OVSNAPD_BASE:-}" ] && builds=(base new)
 
 bench_setup concurrency
 bench_header "ovsnap concurrent first changes benchmark"
 echo "size: ${PROCS} processes x ${FILES} first changes each; copy-up of ${SIZE_MB} MiB on ext4;" \
-	"medians of ${ROUNDS}"
+	"medians of ${ROUNDS}; loop direct I/O: ${BENCH_LOOP_DIO:-0}"
+echo "daemons: new $OVSNAPD_NEW${OVSNAPD_BASE:+, base $OVSNAPD_BASE (alternate rounds)}"
 echo
 
-# The source, and one preserved copy per round.
-mkimg ext4 "$((SIZE_MB * (ROUNDS + 2) + 1024))M"
+# The source, and room for a few preserved copies of big.
+mkimg ext4 "$((SIZE_MB * 4 + 1024))M"
 src=$work/ext4/src
 mkdir -p "$src"
 for ((p = 0; p < PROCS; p++)); do
@@ -71,32 +84,87 @@ with_copy_up_ms() {
 	printf 'x' >>"$src/big" &
 	big=$!
 	for i in $(seq 100); do
+		kill -0 "$big" 2>/dev/null || break	# done already: a small copy
 		case $(daemon_status) in *preserving=[1-9]*) break ;; esac
 		sleep 0.02
 	done
 	r=$(first_changes_ms)
 	kill -0 "$big" 2>/dev/null && still=yes || still=no
 	wait "$big"
-	echo "$(ms "$t0" "$(now)") $still" >>"$work/copy"
+	echo "$(ms "$t0" "$(now)") $still" >"$work/copy"
 	echo "$r"
 }
 
 : >"$work/copy"
-base=() with=()
+
+# use_daemon BUILD: the volume's snapshot mount served by that build.
+use_daemon() {
+	local d=$OVSNAPD_NEW
+
+	[ "$1" = base ] && d=$OVSNAPD_BASE
+	[ "${#builds[@]}" -gt 1 ] || return 0
+	"$OVSNAP" deactivate "$src" >/dev/null
+	OVSNAPD=$d "$OVSNAP" activate "$src" >/dev/null
+}
+
+# copy_alone_ms: the first write to big with nothing else running.
+copy_alone_ms() {
+	local t0
+
+	t0=$(now)
+	printf 'x' >>"$src/big"
+	ms "$t0" "$(now)"
+}
+
+# fresh_take: a take after dropping the older snapshots, whose copies of
+# big are given back to the disk (fstrim), so the image needs room for
+# two or three copies, not one per round.
+fresh_take() {
+	"$OVSNAP" take "$src" >/dev/null
+	"$OVSNAP" drop -q -k last=1 -c manual "$src" >/dev/null
+	fstrim "$work/ext4" 2>/dev/null || true
+	sync
+}
+
+declare -A base with alone copy still
 for ((r = 0; r < ROUNDS; r++)); do
-	# Each round after a take: every change is a first change again.
-	"$OVSNAP" take "$src" >/dev/null
-	base+=("$(first_changes_ms)")
-	"$OVSNAP" take "$src" >/dev/null
-	with+=("$(with_copy_up_ms)")
+	for b in "${builds[@]}"; do
+		use_daemon "$b"
+		fresh_take
+		# Each round after a take: every change is a first change again.
+		"$OVSNAP" take "$src" >/dev/null
+		base[$b]+="$(first_changes_ms) "
+		"$OVSNAP" take "$src" >/dev/null
+		with[$b]+="$(with_copy_up_ms) "
+		read -r c st <"$work/copy"
+		copy[$b]+="$c "
+		still[$b]+="$st "
+		fresh_take
+		alone[$b]+="$(copy_alone_ms) "
+	done
 done
 
-b=$(printf '%s\n' "${base[@]}" | median)
-w=$(printf '%s\n' "${with[@]}" | median)
-c=$(awk '{ print $1 }' "$work/copy" | median)
+med() { printf '%s\n' $1 | median; }
+mibs() { awk -v m="$1" -v s="$SIZE_MB" 'BEGIN {
+	if (m !~ /^[0-9.]+$/ || m == 0) print "-"; else printf "%.0f MiB/s", s / (m / 1000) }'; }
 row "measure" "ms" "baseline" "ratio" ""
-row "${PROCS} x ${FILES} first changes" "$b" "-" "-" "rounds: ${base[*]}"
-row "the same during a ${SIZE_MB} MiB copy-up" "$w" "$b" "$(ratio "$w" "$b")" "rounds: ${with[*]}"
-row "the copy-up itself (first write to big)" "$c" "-" "-" \
-	"rounds: $(awk '{ print $1 }' "$work/copy" | tr '\n' ' ')"
-echo "still copying when the ${PROCS} ended, by round: $(awk '{ print $2 }' "$work/copy" | tr '\n' ' ')"
+for b in "${builds[@]}"; do
+	bm=$(med "${base[$b]}")
+	wm=$(med "${with[$b]}")
+	echo "-- daemon: $b"
+	row "${PROCS} x ${FILES} first changes" "$bm" "-" "-" "rounds: ${base[$b]}"
+	row "the same during a ${SIZE_MB} MiB copy-up" "$wm" "$bm" "$(ratio "$wm" "$bm")" \
+		"rounds: ${with[$b]}"
+	row "that copy-up (first write to big)" "$(med "${copy[$b]}")" "-" "-" \
+		"rounds: ${copy[$b]}"
+	row "the copy-up alone" "$(med "${alone[$b]}")" "-" "-" \
+		"$(mibs "$(med "${alone[$b]}")"); rounds: ${alone[$b]}"
+	echo "still copying when the ${PROCS} ended, by round: ${still[$b]}"
+done
+if [ "${#builds[@]}" -gt 1 ]; then
+	echo "-- new against base"
+	row "first changes during the copy-up" "$(med "${with[new]}")" "$(med "${with[base]}")" \
+		"$(ratio "$(med "${with[new]}")" "$(med "${with[base]}")")" ""
+	row "the copy-up alone" "$(med "${alone[new]}")" "$(med "${alone[base]}")" \
+		"$(ratio "$(med "${alone[new]}")" "$(med "${alone[base]}")")" ""
+fi

@@ -82,7 +82,8 @@ static int clone_data(int out, int in, bool *cloned, bool may_copy)
 		return -errno;
 	if (st.st_size == 0)
 		return 0;
-	return ovs_copy_data_ranges(in, out, st.st_size);
+	/* out is a live file (restore): its pages stay cached for users */
+	return ovs_copy_data_ranges(in, out, st.st_size, false);
 }
 
 int ovs_clone_data(int out, int in, bool *cloned)

@@ -91,8 +91,11 @@ int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name);
  * before) and make its entries durable. */
 int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2]);
 int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
-/* The data ranges of in (size bytes) into out, holes kept (lib/clone.c too). */
-int ovs_copy_data_ranges(int in, int out, off_t size);
+/* The data ranges of in (size bytes) into out, holes kept (lib/clone.c
+ * too), with write-behind: at most a few MiB of out dirty at a time.
+ * drop_cache: out is a copy no one reads soon, keep it out of the page
+ * cache. */
+int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache);
 
 /* hlmap.c: the handle key of an object (for tests of sameness). */
 #endif

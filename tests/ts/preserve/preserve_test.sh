@@ -422,6 +422,63 @@ test_xfs() { run_cases xfs; }
 test_ext4() { run_cases ext4; }
 test_btrfs() { run_cases btrfs; }
 
+# A copy (ext4 cannot clone) of files several write-behind chunks long
+# (8 MiB, lib/copyup.c), sizes not a multiple of a chunk, with holes:
+# the snapshot's copy is byte for byte what SRC held, its holes stay
+# holes, and the copy does not stay in the page cache.
+test_write_behind_copy_ext4() {
+	ovs_mkfs ext4 1G || return 1
+	FS=ext4
+	new_case write_behind
+	local mib=$((1 << 20)) f
+	# data 0-3M, hole 3M-20M (two chunks), data to 45M + 4321 bytes
+	dd if=/dev/urandom of="$S/tail_data" bs=1M count=3 status=none
+	dd if=/dev/urandom of="$S/tail_data" bs=1M count=25 seek=20 conv=notrunc status=none
+	head -c 4321 /dev/urandom >>"$S/tail_data"
+	# data 5M-29M + 1 byte, then a hole to 61M + 777 bytes
+	truncate -s $((61 * mib + 777)) "$S/tail_hole"
+	dd if=/dev/urandom of="$S/tail_hole" bs=1M count=24 seek=5 conv=notrunc status=none
+	printf 'z' | dd of="$S/tail_hole" bs=1 seek=$((29 * mib)) conv=notrunc status=none
+	mkdir "$C/expect"
+	for f in tail_data tail_hole; do
+		cp --sparse=always "$S/$f" "$C/expect/$f"
+	done
+	start_layer
+	local how
+	how=$("$T" cloned "$S" "$U" "$W" tail_data tail_hole | tr '\n' ' ')
+	dd if=/dev/zero of="$S/tail_data" bs=1M count=30 seek=1 conv=notrunc status=none
+	truncate -s 10M "$S/tail_hole"
+	check_view
+	assertEquals "$FS/$CASE: copies, not clones" "copy copy " "$how"
+	for f in tail_data tail_hole; do
+		cmp "$C/expect/$f" "$U/$f" >/dev/null
+		assertEquals "$FS/$CASE: the copy of $f is byte for byte the original" 0 $?
+		assertEquals "$FS/$CASE: size of the copy of $f" \
+			"$(stat -c %s "$C/expect/$f")" "$(stat -c %s "$U/$f")"
+	done
+	assertEquals "$FS/$CASE: tail_data's hole stays a hole" $((20 * mib)) \
+		"$(xfs_io -r -c "seek -d $((3 * mib))" "$U/tail_data" | awk '/^DATA/ { print $2 }')"
+	assertEquals "$FS/$CASE: tail_hole starts with a hole" $((5 * mib)) \
+		"$(xfs_io -r -c 'seek -d 0' "$U/tail_hole" | awk '/^DATA/ { print $2 }')"
+	assertEquals "$FS/$CASE: tail_hole ends with a hole" $((29 * mib + 4096)) \
+		"$(xfs_io -r -c "seek -h $((5 * mib))" "$U/tail_hole" | awk '/^HOLE/ { print $2 }')"
+	local past
+	past=$(xfs_io -r -c "seek -d $((29 * mib + 4096))" "$U/tail_hole" |
+		awk '/^DATA/ { print $2 }')
+	assertEquals "$FS/$CASE: no data in tail_hole past 29M + 1" EOF "$past"
+
+	# Write-behind drops the copy from the page cache.  Checked on a
+	# copy nothing read since (fincore's mmap sets its atime: no view).
+	new_case write_behind_cache
+	dd if=/dev/urandom of="$S/f" bs=1M count=20 status=none
+	"$T" init "$S" "$U" "$W" || fail "$FS/$CASE: init layer"
+	"$T" object "$S" "$U" "$W" f || fail "$FS/$CASE: preserve f"
+	local cached
+	cached=$(fincore -b -n -o RES "$U/f" | tr -d ' ')
+	assertTrue "$FS/$CASE: the copy is not kept cached ($cached bytes)" \
+		"[ '$cached' -lt $((8 * mib)) ]"
+}
+
 # kernels before 6.13 have no *xattrat calls: the /proc/self/fd fallback
 # must reach a symlink's own xattrs just the same
 test_xattr_fallback() {
