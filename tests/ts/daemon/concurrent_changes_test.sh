@@ -112,6 +112,76 @@ changed" "$(cat "$SRC/held/file")"
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# Issue 13 item 2: an unlink, a link, a rename of a file (in its folder,
+# across folders, over another file) and an rmdir of an empty folder move
+# no other object's names, so they complete while another file's preserve
+# is held, and the snapshot taken before shows each as it was.  A rename
+# of a directory moves the chains of everything below it, which the held
+# preserve walks: it waits for the preserve.
+namespace_changes_during_a_held_preserve() {
+	local rc mvpid
+	mkdir "$SRC/other/empty" "$SRC/other2" "$SRC/moving" "$SRC/moving/dir"
+	for f in u r1 r2 over target l hl; do
+		printf '%s\n' "$f" >"$SRC/other/$f"
+	done
+	ln "$SRC/other/hl" "$SRC/other2/hl2"
+	printf 'below\n' >"$SRC/moving/dir/f"
+	take_snapshot
+	hold_a_preserve || return
+	run_bounded "an unlink of another file" rm "$SRC/other/u"
+	run_bounded "a rename of another file in its folder" \
+		mv "$SRC/other/r1" "$SRC/other/r1.new"
+	run_bounded "a rename of another file across folders" \
+		mv "$SRC/other/r2" "$SRC/other2/r2"
+	run_bounded "a rename of another file over a third" \
+		mv "$SRC/other/over" "$SRC/other/target"
+	run_bounded "a link of another file" ln "$SRC/other/l" "$SRC/other2/l.link"
+	run_bounded "an unlink of one name of a hard-linked file" rm "$SRC/other2/hl2"
+	run_bounded "an rmdir of an empty folder" rmdir "$SRC/other/empty"
+	run_bounded "a write through a new link" \
+		sh -c "printf 'linked\n' >>'$SRC/other2/l.link'"
+	# Last: the kernel keeps moving/ locked while the rename waits.
+	mv "$SRC/moving/dir" "$SRC/moving/dir.moved" &
+	mvpid=$!
+	sleep 1
+	kill -0 "$mvpid" 2>/dev/null
+	assertTrue "a rename of a directory waits for the held preserve" $?
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "the held write is still held" $?
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held write succeeds once released" 0 "$rc"
+	wait_bounded 60 "$mvpid"
+	assertEquals "the rename of a directory completes once released" 0 $?
+	assertEquals "the live tree after the changes" \
+"moving/dir.moved/f
+other/deep/d
+other/f1
+other/f2
+other/f3
+other/hl
+other/l
+other/r1.new
+other/target
+other2/l.link
+other2/r2" "$(cd "$SRC" && find moving other other2 -type f | LC_ALL=C sort)"
+	assertEquals "the rename over a file replaced it" "over" "$(cat "$SRC/other/target")"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_namespace_changes_during_a_held_preserve_xfs() {
+	namespace_changes_during_a_held_preserve
+}
+
+test_namespace_changes_during_a_held_preserve_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	namespace_changes_during_a_held_preserve
+}
+
 # Many processes at once, each making first changes: different files in
 # its own folder, creates in one shared folder, and the same files (an
 # O_TRUNC open reaches the daemon without the kernel's inode lock), among
