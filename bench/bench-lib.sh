@@ -2,7 +2,8 @@
 # not run: the runner only runs *-bench.sh).
 #
 # bench_setup NAME     make the private work dir and arm the cleanup trap
-# mkimg TYPE SIZE      loop image of TYPE (xfs with reflink, ext4, btrfs)
+# mkimg TYPE SIZE      loop image of TYPE (xfs with reflink, xfs-noreflink,
+#                      ext4, btrfs)
 #                      mounted at $work/TYPE
 # now/ms/ratio/median/row, drop_caches, fileops_ms OP DIR [N [SIZE]]
 #
@@ -97,6 +98,7 @@ mkimg() { # TYPE SIZE -> mounted at $work/TYPE
 	fi
 	case $type in
 	xfs) mkfs.xfs -q -m reflink=1 "$dev" ;;
+	xfs-noreflink) mkfs.xfs -q -m reflink=0 "$dev" ;;	# copy-ups are copies
 	ext4) mkfs.ext4 -q -F "$dev" ;;
 	btrfs) mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 ;;	# its notice of new defaults
 	esac

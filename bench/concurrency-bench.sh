@@ -1,7 +1,8 @@
 #!/bin/bash
 # Benchmark of concurrent first changes (issue 13 item 2) on ext4, where a
 # copy-up is a real copy: ${PROCS:-8} processes each make the first change
-# (an append) to ${FILES:-100} files of their own folder after a take,
+# to ${FILES:-100} files of their own folder after a take (KIND=append: an
+# append; KIND=names: a rename in the folder, then an unlink),
 #   baseline      with nothing else running,
 #   with copy-up  while the first write to a ${SIZE_MB:-1024} MiB file
 #                 copies it up (held in its preserve for the whole time
@@ -16,6 +17,8 @@
 # alternate rounds on the same volume (deactivate, activate with the
 # other daemon), and quotes the new one against it.
 # BENCH_LOOP_DIO=1 makes the loop device write straight to the disk.
+# FS=xfs-noreflink copies without ext4's journal ordering, under which a
+# small file's fsync waits for the big copy's data (see results/).
 # Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/concurrency-bench.sh
 # Needs about 4 x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}
 # (older snapshots are dropped between measurements).
@@ -26,25 +29,35 @@ PROCS=${PROCS:-8}
 FILES=${FILES:-100}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
+KIND=${KIND:-append}
+FS=${FS:-ext4}
+case $KIND in append | names) ;; *) echo "KIND must be append or names" >&2; exit 2 ;; esac
 OVSNAPD_NEW=${OVSNAPD:-$(dirname "$OVSNAP")/ovsnapd}
 builds=(new)
 [ -n "${OVSNAPD_BASE:-}" ] && builds=(base new)
 
 bench_setup concurrency
 bench_header "ovsnap concurrent first changes benchmark"
-echo "size: ${PROCS} processes x ${FILES} first changes each; copy-up of ${SIZE_MB} MiB on ext4;" \
+echo "size: ${PROCS} processes x ${FILES} first changes (${KIND}) each; copy-up of ${SIZE_MB} MiB on ${FS};" \
 	"medians of ${ROUNDS}; loop direct I/O: ${BENCH_LOOP_DIO:-0}"
 echo "daemons: new $OVSNAPD_NEW${OVSNAPD_BASE:+, base $OVSNAPD_BASE (alternate rounds)}"
 echo
 
 # The source, and room for a few preserved copies of big.
-mkimg ext4 "$((SIZE_MB * 4 + 1024))M"
-src=$work/ext4/src
+mkimg "$FS" "$((SIZE_MB * 4 + 1024))M"
+src=$work/$FS/src
 mkdir -p "$src"
-for ((p = 0; p < PROCS; p++)); do
-	mkdir "$src/p$p"
-	(cd "$src/p$p" && for ((i = 0; i < FILES; i++)); do echo original >"f$i"; done)
-done
+# The files of the processes, as they were before a round (KIND=names
+# removes them).
+make_files() {
+	local p i
+
+	for ((p = 0; p < PROCS; p++)); do
+		mkdir -p "$src/p$p"
+		(cd "$src/p$p" && for ((i = 0; i < FILES; i++)); do echo original >"f$i"; done)
+	done
+}
+make_files
 dd if=/dev/urandom of="$src/big" bs=1M count="$SIZE_MB" status=none
 sync
 "$OVSNAP" take "$src" >/dev/null
@@ -66,7 +79,11 @@ first_changes_ms() {
 
 	t0=$(now)
 	for ((p = 0; p < PROCS; p++)); do
-		(for f in "$src/p$p"/f*; do printf 'x\n' >>"$f" || exit 1; done) &
+		if [ "$KIND" = names ]; then
+			(for f in "$src/p$p"/f*; do mv "$f" "$f.moved" && rm "$f.moved" || exit 1; done) &
+		else
+			(for f in "$src/p$p"/f*; do printf 'x\n' >>"$f" || exit 1; done) &
+		fi
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || failed=1; done
@@ -75,10 +92,10 @@ first_changes_ms() {
 }
 
 # with_copy_up_ms: first_changes_ms while the big file is copied up; the
-# copy's own time and whether it was still running when the eight ended
-# go to $work/copy.
+# copy's own time, whether it was still running when the eight ended and
+# (KIND=names) how many files they had renamed by its end go to $work/copy.
 with_copy_up_ms() {
-	local t0 big i r still
+	local t0 big i still procs copy done_by
 
 	t0=$(now)
 	printf 'x' >>"$src/big" &
@@ -88,11 +105,18 @@ with_copy_up_ms() {
 		case $(daemon_status) in *preserving=[1-9]*) break ;; esac
 		sleep 0.02
 	done
-	r=$(first_changes_ms)
-	kill -0 "$big" 2>/dev/null && still=yes || still=no
+	first_changes_ms >"$work/procs" &
+	procs=$!
 	wait "$big"
-	echo "$(ms "$t0" "$(now)") $still" >"$work/copy"
-	echo "$r"
+	copy=$(ms "$t0" "$(now)")
+	kill -0 "$procs" 2>/dev/null && still=no || still=yes
+	done_by=-
+	[ "$KIND" = append ] ||
+		done_by=$((PROCS * FILES - $(find "$src" -mindepth 2 -maxdepth 2 -name 'f*' \
+			! -name '*.moved' | wc -l)))
+	wait "$procs"
+	echo "$copy $still $done_by" >"$work/copy"
+	cat "$work/procs"
 }
 
 : >"$work/copy"
@@ -122,23 +146,26 @@ copy_alone_ms() {
 fresh_take() {
 	"$OVSNAP" take "$src" >/dev/null
 	"$OVSNAP" drop -q -k last=1 -c manual "$src" >/dev/null
-	fstrim "$work/ext4" 2>/dev/null || true
+	fstrim "$work/$FS" 2>/dev/null || true
 	sync
 }
 
-declare -A base with alone copy still
+declare -A base with alone copy still renamed
 for ((r = 0; r < ROUNDS; r++)); do
 	for b in "${builds[@]}"; do
 		use_daemon "$b"
 		fresh_take
 		# Each round after a take: every change is a first change again.
+		[ "$KIND" = append ] || make_files
 		"$OVSNAP" take "$src" >/dev/null
 		base[$b]+="$(first_changes_ms) "
+		[ "$KIND" = append ] || make_files
 		"$OVSNAP" take "$src" >/dev/null
 		with[$b]+="$(with_copy_up_ms) "
-		read -r c st <"$work/copy"
+		read -r c st dn <"$work/copy"
 		copy[$b]+="$c "
 		still[$b]+="$st "
+		renamed[$b]+="$dn "
 		fresh_take
 		alone[$b]+="$(copy_alone_ms) "
 	done
@@ -160,6 +187,8 @@ for b in "${builds[@]}"; do
 	row "the copy-up alone" "$(med "${alone[$b]}")" "-" "-" \
 		"$(mibs "$(med "${alone[$b]}")"); rounds: ${alone[$b]}"
 	echo "still copying when the ${PROCS} ended, by round: ${still[$b]}"
+	[ "$KIND" = append ] ||
+		echo "files renamed (of $((PROCS * FILES))) when the copy ended, by round: ${renamed[$b]}"
 done
 if [ "${#builds[@]}" -gt 1 ]; then
 	echo "-- new against base"

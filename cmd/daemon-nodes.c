@@ -420,6 +420,18 @@ fuse_ino_t node_find_ino(dev_t dev, ino_t ino)
 	return nodeid;
 }
 
+bool node_has_children(dev_t dev, ino_t ino)
+{
+	struct dnode *n;
+	bool has;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	has = n && n->children > 0;
+	pthread_mutex_unlock(&D.nodes_lock);
+	return has;
+}
+
 /* Caller holds nodes_lock.  with_fd: lend srcdirfd (node_fd_get). */
 static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath *rp,
 			  bool with_fd)

@@ -4,19 +4,36 @@
  * preservation rules of DESIGN.md section 2 before every change.
  *
  * Locking (rules 9 and 13), outermost first:
- *  - ns_lock (rwlock, readers preferred): a first change (a data or
- *    metadata change of an object not yet known covered in this epoch,
- *    a create) holds it for reading across preserve+change; a change that
- *    moves names between objects (unlink, rmdir, rename, link) holds it
- *    for writing, so the chains of names every preserve walks stay put
- *    while it runs.  Readers preferred: a namespace change waiting for a
- *    long preserve does not hold up the first changes behind it.
- *  - a busy mark on the object a first change preserves (on the
- *    directory, for a create), held across preserve+change: a second
- *    first change of the same object waits for it and then finds it
- *    covered, so two racing changes never both decide "not yet
+ *  - ns_lock (rwlock, readers preferred): every change of an object or
+ *    of names that moves no directory holds it for reading across
+ *    preserve+change: a first change (a data or metadata change of an
+ *    object not yet known covered in this epoch), a create, an unlink, a
+ *    link, a rename of a file (over a file or not, or an exchange of two
+ *    files), an rmdir (of an empty directory no node hangs from).  A
+ *    change that moves the chains of names of other objects (a rename of
+ *    a directory, an exchange involving one) and a restore's change hold
+ *    it for writing, so the chains every preserve walks stay put while
+ *    it runs, and it waits for every change under way (and its preserve).
+ *    Readers preferred: a rename of a directory waiting for a long
+ *    preserve does not hold up the changes behind it.
+ *  - busy marks on the objects a change under ns_lock (read) preserves
+ *    or renames (the object of a first change; the directory of a create;
+ *    the object and its directory of an unlink or rmdir; the object and
+ *    the new directory of a link; both objects and both directories of a
+ *    rename), held across preserve+change and taken all at once
+ *    (busy_acquire), so no two requests wait for each other's marks.  A
+ *    second change of the same object waits for the first and then finds
+ *    it covered, so two racing changes never both decide "not yet
  *    preserved"; changes of other objects run in parallel (what they
  *    share in the upper is serialised by the engine, struct ovs_layer).
+ *    The mark of an object also keeps its node's name (lent by
+ *    node_relpath) from changing or being freed under a preserve, and
+ *    its other names (rule 6: a preserve of a hard-linked object copies
+ *    them all) from moving; a directory's mark keeps it from losing its
+ *    name (rmdir) and from being found empty while an entry is made in
+ *    it (rule 3).  The kernel also serialises the changes of one
+ *    directory (its i_rwsem) and renames across directories
+ *    (s_vfs_rename_mutex); the marks do not rely on it.
  *    A change of an object already covered in this epoch needs neither:
  *    a covered path stays covered for the life of the layer, whatever
  *    the object is renamed to (every new name it gets is covered first).
@@ -122,35 +139,82 @@ static void change_leave(void)
 
 /* ---- the change locks ---------------------------------------------------- */
 
-/* A busy mark (see the top of this file): one per thread at most, on the
- * thread's own stack of marks in D.busy. */
+/* A busy mark (see the top of this file), on the thread's own list of
+ * marks in D.busy. */
 struct busy_mark {
 	dev_t dev;
 	ino_t ino;
 	struct busy_mark *next;
 };
 
-static __thread struct busy_mark my_busy;
-static __thread bool busy_held;
+/* The most marks one request holds: a rename of a file over another one
+ * marks both objects and both directories. */
+#define BUSY_MAX 4
+
+/* The objects (or directories) a change marks busy. */
+struct busy_keys {
+	struct { dev_t dev; ino_t ino; } k[BUSY_MAX];
+	unsigned n;
+};
+
+static void keys_add(struct busy_keys *ks, dev_t dev, ino_t ino)
+{
+	for (unsigned i = 0; i < ks->n; i++)
+		if (ks->k[i].dev == dev && ks->k[i].ino == ino)
+			return;
+	if (ks->n < BUSY_MAX) {
+		ks->k[ks->n].dev = dev;
+		ks->k[ks->n].ino = ino;
+		ks->n++;
+	}
+}
+
+static bool keys_have(const struct busy_keys *ks, dev_t dev, ino_t ino)
+{
+	for (unsigned i = 0; i < ks->n; i++)
+		if (ks->k[i].dev == dev && ks->k[i].ino == ino)
+			return true;
+	return false;
+}
+
+static __thread struct busy_mark my_busy[BUSY_MAX];
+static __thread unsigned nbusy;		/* marks held */
 static __thread bool ns_held;		/* ns_lock, for reading or writing */
 
-static void busy_acquire(dev_t dev, ino_t ino)
+static bool busy_marked(dev_t dev, ino_t ino)
 {
-	struct busy_mark *b;
+	for (struct busy_mark *b = D.busy; b; b = b->next)
+		if (b->dev == dev && b->ino == ino)
+			return true;
+	return false;
+}
+
+/*
+ * All the marks of ks at once: wait until none of them is held, then hold
+ * them all.  A thread never waits for a mark while it holds one, so no
+ * two can wait for each other (no order of taking is needed), and one
+ * waiting for an object under a long preserve holds back nobody meanwhile
+ * (not the creates in that object's directory, say).
+ */
+static void busy_acquire(const struct busy_keys *ks)
+{
+	bool held;
 
 	pthread_mutex_lock(&D.busy_lock);
 	do {
-		for (b = D.busy; b; b = b->next)
-			if (b->dev == dev && b->ino == ino)
-				break;
-		if (b)
+		held = false;
+		for (unsigned i = 0; i < ks->n && !held; i++)
+			held = busy_marked(ks->k[i].dev, ks->k[i].ino);
+		if (held)
 			pthread_cond_wait(&D.busy_cond, &D.busy_lock);
-	} while (b);
-	my_busy.dev = dev;
-	my_busy.ino = ino;
-	my_busy.next = D.busy;
-	D.busy = &my_busy;
-	busy_held = true;
+	} while (held);
+	for (unsigned i = 0; i < ks->n; i++) {
+		my_busy[i].dev = ks->k[i].dev;
+		my_busy[i].ino = ks->k[i].ino;
+		my_busy[i].next = D.busy;
+		D.busy = &my_busy[i];
+	}
+	nbusy = ks->n;
 	pthread_mutex_unlock(&D.busy_lock);
 }
 
@@ -159,32 +223,49 @@ static void busy_release(void)
 	struct busy_mark **p;
 
 	pthread_mutex_lock(&D.busy_lock);
-	for (p = &D.busy; *p; p = &(*p)->next)
-		if (*p == &my_busy) {
-			*p = my_busy.next;
-			break;
-		}
-	busy_held = false;
+	for (p = &D.busy; *p; ) {
+		bool mine = false;
+
+		for (unsigned i = 0; i < nbusy && !mine; i++)
+			mine = *p == &my_busy[i];
+		if (mine)
+			*p = (*p)->next;
+		else
+			p = &(*p)->next;
+	}
+	nbusy = 0;
 	pthread_cond_broadcast(&D.busy_cond);
 	pthread_mutex_unlock(&D.busy_lock);
 }
 
 /*
- * The locks of a first change of the object of key (or of a create in
- * directory key): ns_lock for reading and key's busy mark.  Out of the
- * count a take waits for before waiting: the holder may be waiting for a
- * take, which must not wait for this request.
+ * The locks of a change that marks the objects of ks busy (a first change
+ * of one object, a create in a directory, a change of names that moves
+ * no directory): ns_lock for reading and the marks.  Out of the count a
+ * take waits for before waiting: a holder may be waiting for a take,
+ * which must not wait for this request.
  */
-static void change_lock_object(const struct dnode *key)
+static void change_lock_marks(const struct busy_keys *ks)
 {
 	request_uncount();
 	pthread_rwlock_rdlock(&D.ns_lock);
 	ns_held = true;
-	busy_acquire(key->dev, key->ino);
+	busy_acquire(ks);
 }
 
-/* The locks of a change that moves names: ns_lock for writing, which
- * waits for every first change under way (and their preserves). */
+/* The locks of a first change of the object of key, or of a create in
+ * directory key. */
+static void change_lock_object(const struct dnode *key)
+{
+	struct busy_keys ks = { .n = 0 };
+
+	keys_add(&ks, key->dev, key->ino);
+	change_lock_marks(&ks);
+}
+
+/* The locks of a change that moves directories (a rename of one, a
+ * restore's change): ns_lock for writing, which waits for every change
+ * under ns_lock for reading (and their preserves). */
 static void change_lock_names(void)
 {
 	request_uncount();
@@ -194,7 +275,7 @@ static void change_lock_names(void)
 
 static void change_unlock(void)
 {
-	if (busy_held)
+	if (nbusy)
 		busy_release();
 	if (ns_held) {
 		ns_held = false;
@@ -360,14 +441,13 @@ static void object_change_end(bool locked)
 		change_unlock();
 }
 
-/* A namespace change: the preserve phase under the change locks (of a
- * create in directory dir, or with dir NULL of a change that moves
- * names), then preserve_done() before the change; ns_change_end() in
- * every case. */
-static int ns_change_begin(const struct dnode *dir)
+/* A namespace change: the preserve phase under the change locks (the
+ * marks of ks, or with ks NULL ns_lock for writing), then
+ * preserve_done() before the change; ns_change_end() in every case. */
+static int ns_change_begin(const struct busy_keys *ks)
 {
-	if (dir)
-		change_lock_object(dir);
+	if (ks)
+		change_lock_marks(ks);
 	else
 		change_lock_names();
 	return preserve_begin();
@@ -419,10 +499,10 @@ int change_object_by_request(const struct ovs_relpath *path, int (*change)(void 
 {
 	int err;
 
-	/* ns_lock for writing: no first change of any object runs
-	 * meanwhile, so none can race this one on the object at path
-	 * (which has no node to take a busy mark on).  Restores are rare
-	 * and their clones quick. */
+	/* ns_lock for writing: no other change (a first change, a create,
+	 * an unlink or a rename of a file) runs meanwhile, so none can race
+	 * this one on the object at path (which has no node to take a busy
+	 * mark on).  Restores are rare and their clones quick. */
 	err = ns_change_begin(NULL);
 	if (!err)
 		do {
@@ -823,7 +903,11 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
  * ns_change_end() in every case. */
 static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path)
 {
-	int rc, err = ns_change_begin(parent);
+	struct busy_keys ks = { .n = 0 };
+	int rc, err;
+
+	keys_add(&ks, parent->dev, parent->ino);
+	err = ns_change_begin(&ks);
 
 	if (!err)
 		do {
@@ -919,21 +1003,61 @@ static int entry_to_remove(struct dnode *parent, const char *name, bool dir,
 	return 0;
 }
 
+/*
+ * The object at dir/name, not followed, looked at before the change
+ * locks are taken, to know which to take: false when there is none (the
+ * change then fails under its locks, or finds another object there).
+ */
+static bool entry_stat(struct dnode *dir, const char *name, struct stat *st)
+{
+	int fd = node_fd_get(dir);
+	bool found;
+
+	if (fd < 0)
+		return false;
+	found = fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW) == 0;
+	node_fd_put(dir);
+	return found;
+}
+
+/* Under the locks of a change of names, the objects are not the ones
+ * marked (a change that bypassed the mount, or a directory where a file
+ * was): the change starts again under ns_lock for writing. */
+#define NS_RELOCK (-3)
+
+/*
+ * An unlink moves one name of one object and no other object's chain:
+ * it marks the object busy (its first changes, its other names, rule 6)
+ * and the directory (its creates, rule 3's emptiness of an rmdir), under
+ * ns_lock for reading, so it waits for no preserve of anything else.
+ */
 static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
 	struct ovs_relpath path = { .srcdirfd = -1 };
 	struct other_names other = { 0 };
+	struct busy_keys keys = { .n = 0 }, *ks = &keys;
 	struct stat st;
 	int rc, err = 0;
 
-	err = ns_change_begin(NULL);
+	keys_add(ks, parent->dev, parent->ino);
+	if (entry_stat(parent, name, &st))
+		keys_add(ks, st.st_dev, st.st_ino);
+again:
+	err = ns_change_begin(ks);
 	if (!err)
 		do {
 			err = entry_to_remove(parent, name, false, &path, &st);
+			if (!err && ks && !keys_have(ks, st.st_dev, st.st_ino))
+				err = NS_RELOCK;
 			if (!err)
 				err = preserve_path(ovs_preserve_object, &path, "unlink");
 		} while (preserve_again(&err));
+	if (err == NS_RELOCK) {
+		ns_change_end();
+		ks = NULL;
+		goto again;
+	}
 	if (!err) {
 		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
@@ -953,19 +1077,34 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	fuse_reply_err(req, err);
 }
 
+/*
+ * An rmdir of an empty directory moves no other object's chain either:
+ * it marks the directory and its parent.  Empty under the directory's
+ * mark: a create, link or rename into it marks it too, and a rename of
+ * a directory into it holds ns_lock for writing, so nothing can appear
+ * in it until the rmdir is done (rule 3).  A node still hanging from it
+ * (a name out of date) might lie on a chain a preserve walks: then under
+ * ns_lock for writing, as a change that moves chains.
+ */
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 {
 	struct dnode *parent = node_of(parent_ino);
 	struct ovs_relpath path = { .srcdirfd = -1 };
+	struct busy_keys keys = { .n = 0 }, *ks = &keys;
 	struct stat st;
 	int rc, err = 0;
 
-	err = ns_change_begin(NULL);
+	keys_add(ks, parent->dev, parent->ino);
+	if (entry_stat(parent, name, &st))
+		keys_add(ks, st.st_dev, st.st_ino);
+again:
+	err = ns_change_begin(ks);
 	if (!err)
 		do {
 			err = entry_to_remove(parent, name, true, &path, &st);
-			/* Empty under ns_lock: nothing can be created in it
-			 * until the rmdir is done (rule 3). */
+			if (!err && ks && (!keys_have(ks, st.st_dev, st.st_ino) ||
+					   node_has_children(st.st_dev, st.st_ino)))
+				err = NS_RELOCK;
 			if (!err) {
 				rc = dir_is_empty(path.srcdirfd, name);
 				err = rc < 0 ? -rc : rc == 0 ? ENOTEMPTY : 0;
@@ -973,6 +1112,11 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 			if (!err)
 				err = preserve_rmdir_path(&path, "rmdir");
 		} while (preserve_again(&err));
+	if (err == NS_RELOCK) {
+		ns_change_end();
+		ks = NULL;
+		goto again;
+	}
 	if (!err) {
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(path.srcdirfd, name, AT_REMOVEDIR) < 0)
@@ -1007,8 +1151,16 @@ struct rename_args {
 	bool target_exists;
 };
 
-/* The checks and the preserve phase of a rename. */
-static int rename_prepare(struct rename_args *a)
+/* Whether the side of a rename with object st may move under the marks
+ * of ks (ks NULL: under ns_lock for writing, anything may). */
+static bool rename_side_marked(const struct busy_keys *ks, const struct stat *st)
+{
+	return !ks || (!S_ISDIR(st->st_mode) && keys_have(ks, st->st_dev, st->st_ino));
+}
+
+/* The checks and the preserve phase of a rename under the marks of ks
+ * (or NULL: ns_lock for writing). */
+static int rename_prepare(struct rename_args *a, const struct busy_keys *ks)
 {
 	int rc, err = 0;
 
@@ -1026,6 +1178,9 @@ static int rename_prepare(struct rename_args *a)
 		a->target_exists = true;
 	else if (errno != ENOENT)
 		return errno;
+	if (!rename_side_marked(ks, &a->st_from) ||
+	    (a->target_exists && !rename_side_marked(ks, &a->st_to)))
+		return NS_RELOCK;
 	if (a->target_exists && a->st_to.st_dev == a->st_from.st_dev &&
 	    a->st_to.st_ino == a->st_from.st_ino)
 		return RENAME_NOTHING;
@@ -1052,6 +1207,32 @@ static int rename_prepare(struct rename_args *a)
 	return err;
 }
 
+/*
+ * A rename of a file (over another file or not, or an exchange of two
+ * files) moves the names of those objects only: it marks them and both
+ * directories, under ns_lock for reading.  A directory on either side
+ * moves the chain of everything below it, which the preserves of other
+ * objects walk: ns_lock for writing, which waits for them all.
+ */
+static struct busy_keys *rename_keys(struct rename_args *a, struct busy_keys *ks)
+{
+	struct stat st;
+
+	keys_add(ks, a->parent->dev, a->parent->ino);
+	keys_add(ks, a->newparent->dev, a->newparent->ino);
+	if (entry_stat(a->parent, a->name, &st)) {
+		if (S_ISDIR(st.st_mode))
+			return NULL;
+		keys_add(ks, st.st_dev, st.st_ino);
+	}
+	if (entry_stat(a->newparent, a->newname, &st)) {
+		if (S_ISDIR(st.st_mode))
+			return NULL;
+		keys_add(ks, st.st_dev, st.st_ino);
+	}
+	return ks;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		      fuse_ino_t newparent_ino, const char *newname, unsigned int flags)
 {
@@ -1061,6 +1242,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		.from = { .srcdirfd = -1 }, .to = { .srcdirfd = -1 },
 	};
 	struct other_names other = { 0 };
+	struct busy_keys keys = { .n = 0 }, *ks;
 	int rc, err = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -1070,11 +1252,18 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 #ifdef OVS_MUTANT_RENAME_EXDEV	/* make check-mutants: every rename refused */
 	{ fuse_reply_err(req, EXDEV); return; }
 #endif
-	err = ns_change_begin(NULL);
+	ks = rename_keys(&a, &keys);
+again:
+	err = ns_change_begin(ks);
 	if (!err)
 		do {
-			err = rename_prepare(&a);
+			err = rename_prepare(&a, ks);
 		} while (preserve_again(&err));
+	if (err == NS_RELOCK) {
+		ns_change_end();
+		ks = NULL;
+		goto again;
+	}
 	if (err == RENAME_NOTHING) {
 		ns_change_end();
 		node_relpath_free(&a.from);
@@ -1148,11 +1337,17 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 {
 	struct dnode *n = node_of(ino), *newparent = node_of(newparent_ino);
 	struct ovs_relpath from = { .srcdirfd = -1 }, to = { .srcdirfd = -1 };
+	struct busy_keys ks = { .n = 0 };
 	char proc[64];
 	struct fuse_entry_param e;
 	int rc, err = 0;
 
-	err = ns_change_begin(NULL);
+	/* A new name of n, no other object's: n's mark (its own name is
+	 * lent to from, its names are all preserved at once, rule 6) and
+	 * the directory's (a create in it), under ns_lock for reading. */
+	keys_add(&ks, n->dev, n->ino);
+	keys_add(&ks, newparent->dev, newparent->ino);
+	err = ns_change_begin(&ks);
 	if (!err)
 		do {
 			node_relpath_free(&from);

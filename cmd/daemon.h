@@ -92,10 +92,11 @@ struct daemon {
 	/* the layer; changed only by a take under preserve_lock (write) */
 	pthread_rwlock_t preserve_lock;	/* read: a change in progress */
 	/* first changes and namespace changes (rule 9, daemon-ops.c) */
-	pthread_rwlock_t ns_lock;	/* read: a first change; write: names move */
+	pthread_rwlock_t ns_lock;	/* read: a change of marked objects; write:
+					 * directories move */
 	pthread_mutex_t busy_lock;
 	pthread_cond_t busy_cond;	/* a busy mark was removed */
-	struct busy_mark *busy;		/* objects a first change preserves */
+	struct busy_mark *busy;		/* objects changes hold busy */
 	struct ovs_layer *layer;	/* NULL: no snapshot, nothing to preserve */
 	uint64_t layer_id;
 	uint64_t epoch;
@@ -159,27 +160,39 @@ void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound);
 /* The node of an object already known, by identity, or NULL. */
 /* The FUSE node id of the object dev/ino if the kernel knows it, else 0. */
 fuse_ino_t node_find_ino(dev_t dev, ino_t ino);
-/* The chain of names of n (name NULL) or of the entry name of directory
+/*
+ * The chain of names of n (name NULL) or of the entry name of directory
  * n, from SRC's root (n == 0 for the root), with srcdirfd the fd of the
  * directory that holds the last name, lent referenced (node_fd_get) until
- * node_relpath_free().  The names are the nodes' own (and
- * name): valid while the caller holds ns_lock, which every change of a
- * node's name holds for writing.  -ENOENT when the object has no known name any
- * more, -EIO when a name on the way is out of date (name_lost), -ENOMEM.
- * Free with node_relpath_free(). */
+ * node_relpath_free().  The names are the nodes' own (and name), freed
+ * when a node's name changes, so valid only while the caller holds
+ * ns_lock and the busy mark of n (daemon-ops.c): a directory's name
+ * changes under ns_lock for writing (a rename of a directory) or under
+ * its own mark (rmdir, which no node may hang from, node_has_children);
+ * any other node's under ns_lock for reading with its own mark (unlink,
+ * rename).  The directories above n cannot be removed while n hangs from
+ * them.  -ENOENT when the object has no known name any more, -EIO when a
+ * name on the way is out of date (name_lost), -ENOMEM.  Free with
+ * node_relpath_free().
+ */
 int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp);
 void node_relpath_free(struct ovs_relpath *rp);
-/* n's chain of names for a message, bounded by len (any caller). */
+/* n's chain of names for a message, bounded by len (any caller: copied
+ * under nodes_lock). */
 const char *node_describe(struct dnode *n, char *buf, size_t len);
 /* Name bookkeeping after a change to SRC succeeded (caller holds
- * ns_lock for writing).  Nodes are found by identity: a lookup racing the change
- * may have added one meanwhile. */
+ * ns_lock for writing, or for reading with the busy marks of every node
+ * whose name changes: see node_relpath).  Nodes are found by identity: a
+ * lookup racing the change may have added one meanwhile. */
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
 /* other: another name of a hard-linked file, or NULL when the object
  * left the tree. */
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
 			 const struct ovs_relpath *other);
+/* Whether a node hangs from the node of dev/ino (an rmdir under ns_lock
+ * for reading must not free a name on such a node's chain). */
+bool node_has_children(dev_t dev, ino_t ino);
 void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
 			   const struct stat *b, struct dnode *pb, const char *nb);
 void node_open_count(struct dnode *n, bool writable, int delta);

@@ -112,6 +112,76 @@ changed" "$(cat "$SRC/held/file")"
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# Issue 13 item 2: an unlink, a link, a rename of a file (in its folder,
+# across folders, over another file) and an rmdir of an empty folder move
+# no other object's names, so they complete while another file's preserve
+# is held, and the snapshot taken before shows each as it was.  A rename
+# of a directory moves the chains of everything below it, which the held
+# preserve walks: it waits for the preserve.
+namespace_changes_during_a_held_preserve() {
+	local rc mvpid
+	mkdir "$SRC/other/empty" "$SRC/other2" "$SRC/moving" "$SRC/moving/dir"
+	for f in u r1 r2 over target l hl; do
+		printf '%s\n' "$f" >"$SRC/other/$f"
+	done
+	ln "$SRC/other/hl" "$SRC/other2/hl2"
+	printf 'below\n' >"$SRC/moving/dir/f"
+	take_snapshot
+	hold_a_preserve || return
+	run_bounded "an unlink of another file" rm "$SRC/other/u"
+	run_bounded "a rename of another file in its folder" \
+		mv "$SRC/other/r1" "$SRC/other/r1.new"
+	run_bounded "a rename of another file across folders" \
+		mv "$SRC/other/r2" "$SRC/other2/r2"
+	run_bounded "a rename of another file over a third" \
+		mv "$SRC/other/over" "$SRC/other/target"
+	run_bounded "a link of another file" ln "$SRC/other/l" "$SRC/other2/l.link"
+	run_bounded "an unlink of one name of a hard-linked file" rm "$SRC/other2/hl2"
+	run_bounded "an rmdir of an empty folder" rmdir "$SRC/other/empty"
+	run_bounded "a write through a new link" \
+		sh -c "printf 'linked\n' >>'$SRC/other2/l.link'"
+	# Last: the kernel keeps moving/ locked while the rename waits.
+	mv "$SRC/moving/dir" "$SRC/moving/dir.moved" &
+	mvpid=$!
+	sleep 1
+	kill -0 "$mvpid" 2>/dev/null
+	assertTrue "a rename of a directory waits for the held preserve" $?
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "the held write is still held" $?
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held write succeeds once released" 0 "$rc"
+	wait_bounded 60 "$mvpid"
+	assertEquals "the rename of a directory completes once released" 0 $?
+	assertEquals "the live tree after the changes" \
+"moving/dir.moved/f
+other/deep/d
+other/f1
+other/f2
+other/f3
+other/hl
+other/l
+other/r1.new
+other/target
+other2/l.link
+other2/r2" "$(cd "$SRC" && find moving other other2 -type f | LC_ALL=C sort)"
+	assertEquals "the rename over a file replaced it" "over" "$(cat "$SRC/other/target")"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_namespace_changes_during_a_held_preserve_xfs() {
+	namespace_changes_during_a_held_preserve
+}
+
+test_namespace_changes_during_a_held_preserve_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	namespace_changes_during_a_held_preserve
+}
+
 # Many processes at once, each making first changes: different files in
 # its own folder, creates in one shared folder, and the same files (an
 # O_TRUNC open reaches the daemon without the kernel's inode lock), among
@@ -200,6 +270,136 @@ take_unchanged() {
 	ovs_run timeout 120 "$OVSNAP" take "$SRC"
 	assertEquals "take during the held preserve: $(ovs_ran)" 0 "$OVS_RC"
 	cp "$MF/$first" "$MF/$OVS_OUT.manifest"
+}
+
+# race_worker DIR ROUNDS SHARED ROLE: first changes, links, unlinks and
+# renames of hard-linked and plain files in DIR/a and DIR/b, one after
+# another; and each round one change of the hard-linked files SHARED/a/h*
+# (with second names in SHARED/b or SHARED/c) that the other workers
+# change too: ROLE 0 appends to them, 2 rewrites them (first changes
+# preserve every name, rule 6; an O_TRUNC open reaches the daemon without
+# the kernel's inode lock, which serialises the others), 1 moves their second names between SHARED/b and
+# SHARED/c, 3 links a third name in SHARED/d and unlinks it.
+# Each file's hard link goes through three phases, four files in turn:
+# made and written through, moved to the other folder while the first
+# name is written, then the first name unlinked and the other renamed
+# back to it.  Plain files are made, renamed in their folder over the
+# previous one, moved across folders and unlinked; an empty folder is
+# made and removed.  Any failure ends it with status 1.
+race_worker() {
+	local d=$1 rounds=$2 sh=$3 role=$4 i k
+	set -e
+	for ((i = 0; i < rounds; i++)); do
+		k=$((i % 4))
+		case $role in
+		0)	printf 'w%s %s\n' "$role" "$i" >>"$sh/a/h$k" ;;
+		2)	printf 'w%s %s\n' "$role" "$i" >"$sh/a/h$k" ;;
+		1)	if [ $((i / 4 % 2)) -eq 0 ]; then
+				mv "$sh/b/h$k" "$sh/c/h$k"
+			else
+				mv "$sh/c/h$k" "$sh/b/h$k"
+			fi ;;
+		3)	ln "$sh/a/h$k" "$sh/d/h$k"
+			rm "$sh/d/h$k" ;;
+		esac
+		case $((i / 4 % 3)) in
+		0)	ln "$d/a/f$k" "$d/b/l$k"
+			printf 'l%s\n' "$i" >>"$d/b/l$k" ;;
+		1)	printf 'f%s\n' "$i" >>"$d/a/f$k"
+			mv "$d/b/l$k" "$d/a/l$k" ;;
+		2)	printf 'm%s\n' "$i" >>"$d/a/l$k"
+			rm "$d/a/f$k"
+			mv "$d/a/l$k" "$d/a/f$k" ;;
+		esac
+		printf 'p%s\n' "$i" >"$d/b/p$k"
+		mv "$d/b/p$k" "$d/b/q$k"
+		if [ $((i % 3)) -eq 0 ]; then
+			mv "$d/b/q$k" "$d/a/q$k"
+		elif [ -e "$d/a/q$k" ]; then
+			rm "$d/a/q$k"
+		fi
+		mkdir "$d/b/e"
+		rmdir "$d/b/e"
+	done
+}
+
+# stop_groups PGID...: stop every process of each process group and wait
+# until each is stopped: a process stops only once its request has left
+# the daemon, so then no change is between its preserve and SRC.
+stop_groups() {
+	local g pid state tries
+	for g; do
+		kill -STOP -- "-$g" 2>/dev/null
+	done
+	for g; do
+		for pid in $(pgrep -g "$g"); do
+			for ((tries = 0; tries < 3000; tries++)); do
+				state=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\) .*/\1/p' \
+					"/proc/$pid/stat" 2>/dev/null)
+				[ -z "$state" ] || [ "$state" = T ] || [ "$state" = Z ] && break
+				sleep 0.01
+			done
+			if [ -n "$state" ] && [ "$state" != T ] && [ "$state" != Z ]; then
+				fail "worker $pid did not stop (state $state)"
+				return 1
+			fi
+		done
+	done
+}
+
+# Rule 9 with changes of names under ns_lock for reading: workers make
+# first changes, links, unlinks and renames of hard-linked and plain
+# files at once, each in its own folders, while takes come between them
+# (every worker stopped, the manifest recorded, then the take); every
+# snapshot must equal its manifest, hard links included (rule 6).
+race_of_name_changes() {
+	local w pgids=() t rc bad=0 takes=0
+	for w in 0 1 2 3; do
+		mkdir -p "$SRC/w$w/a" "$SRC/w$w/b"
+		for k in 0 1 2 3; do printf 'w%s f%s\n' "$w" "$k" >"$SRC/w$w/a/f$k"; done
+	done
+	mkdir -p "$SRC/shared/a" "$SRC/shared/b" "$SRC/shared/c" "$SRC/shared/d"
+	for k in 0 1 2 3; do
+		printf 'h%s\n' "$k" >"$SRC/shared/a/h$k"
+		ln "$SRC/shared/a/h$k" "$SRC/shared/b/h$k"
+	done
+	take_snapshot
+	for w in 0 1 2 3; do
+		# its own process group, to stop its commands with it
+		setsid bash -c "$(declare -f race_worker); race_worker '$SRC/w$w' 60 '$SRC/shared' $w" \
+			</dev/null >"$OVS_TMP/race.$w.log" 2>&1 &
+		pgids+=($!)
+	done
+	for ((t = 0; t < 6; t++)); do
+		sleep 0.3
+		pgrep -g "$(IFS=,; echo "${pgids[*]}")" >/dev/null || break
+		stop_groups "${pgids[@]}" || break
+		take_snapshot
+		takes=$((takes + 1))
+		for w in "${pgids[@]}"; do kill -CONT -- "-$w" 2>/dev/null; done
+	done
+	echo "race: $takes takes while the workers ran"
+	for w in "${pgids[@]}"; do kill -CONT -- "-$w" 2>/dev/null; done
+	for w in "${!pgids[@]}"; do
+		wait_bounded 60 "${pgids[w]}"
+		rc=$?
+		[ "$rc" -eq 0 ] || bad=1
+		assertEquals "worker $w: $(tail -3 "$OVS_TMP/race.$w.log")" 0 "$rc"
+	done
+	assertEquals "every worker made all its changes" 0 "$bad"
+	assertTrue "takes came while the workers ran ($takes)" "[ $takes -ge 1 ]"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_race_of_name_changes_xfs() {
+	race_of_name_changes
+}
+
+test_race_of_name_changes_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	race_of_name_changes
 }
 
 test_parallel_first_changes_xfs() {
