@@ -12,6 +12,10 @@
 # links/ (N names); layer 2 holds N files (written natively into it while
 # the volume is deactivated), layer 1 only their folders.
 #
+# Then fsck again, after LAYERS (20) more takes and, deactivated, a chmod
+# of every name of SRC natively: N unprotected changes, each checked
+# against every layer.
+#
 # OVSNAP_BASE=path/to/an/older/ovsnap: fsck and list are run with it too,
 # on the same state, as the baseline of the same run (merge and drop change
 # the volume, so they run once, with OVSNAP).
@@ -23,6 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 N=${1:-${N:-300000}}
 case $N in '' | *[!0-9]*) echo "walks-bench: N must be a number of entries" >&2; exit 2 ;; esac
 BASE=${OVSNAP_BASE:-}
+LAYERS=${LAYERS:-20}
 
 bench_setup walks
 bench_header "ovsnap walks benchmark"
@@ -34,12 +39,13 @@ mkimg xfs "$(((N / 100000 + 1) * 2))G"
 src=$work/xfs/src
 mkdir -p "$src"
 
-# timed LABEL CMD...: one row: label, ms, max RSS KiB (CMD's output discarded)
+# timed LABEL CMD...: one row: label, ms, max RSS KiB (CMD's output in
+# $TIMED_OUT, or discarded)
 timed() {
 	local label=$1 out
 
 	shift
-	if out=$(/usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1); then
+	if out=$(/usr/bin/time -f '%e %M' "$@" 2>&1 >"${TIMED_OUT:-/dev/null}" | tail -1); then
 		row "$label" "$(awk -v s="${out% *}" 'BEGIN { printf "%.0f", s * 1000 }')" "${out#* }" ""
 	else
 		# fsck exits non-zero on findings: still a measurement
@@ -108,6 +114,23 @@ for bin in ${BASE:+"$BASE"} "$OVSNAP"; do
 	drop_caches
 	timed "fsck -n$tag" "$bin" fsck -n "$src"
 done
+# Unprotected changes (fsck names the snapshots each one may show wrong):
+# $LAYERS more snapshots, then, deactivated, a chmod of every name of SRC
+# natively; fsck reports N changes and checks each against every layer.
+"$OVSNAP" activate -w "$src" >/dev/null
+for ((i = 0; i < LAYERS; i++)); do "$OVSNAP" take "$src" >/dev/null; done
+"$OVSNAP" deactivate -w "$src" >/dev/null
+chmod -R g-w "$src"
+for bin in ${BASE:+"$BASE"} "$OVSNAP"; do
+	tag=
+	[ -n "$BASE" ] && { [ "$bin" = "$BASE" ] && tag=" [base]" || tag=" [new]"; }
+	drop_caches
+	TIMED_OUT=$work/fsck$tag.out timed "fsck -n, $((LAYERS + 3)) layers, changes$tag" "$bin" fsck -n "$src"
+done
+[ -z "$BASE" ] || {
+	cmp -s "$work/fsck [base].out" "$work/fsck [new].out" && same=yes || same=NO
+	echo "fsck's findings of the changes the same with both: $same ($(wc -l <"$work/fsck [new].out") lines)"
+}
 drop_caches
 timed "merge $s1 $s2 (layer of $N entries)" "$OVSNAP" merge -q "$src" "$s1" "$s2"
 drop_caches

@@ -889,6 +889,10 @@ struct src_ctx {
 	const char *later_why;
 	int *upperfds;		/* every snapshot's upper, oldest first */
 	size_t nuppers;
+	/* coverage of the walk's current directories in each layer, by
+	 * depth (see dir_coverage()) */
+	struct dir_cov *cov;
+	size_t ncov;
 	struct link_table links;
 	bool recount;		/* the second walk: recount the links left */
 };
@@ -995,6 +999,139 @@ static void link_recount(struct link_table *t, const struct stat *st, const char
 }
 
 /*
+ * What a layer holds at a directory of the walk, for the entries in it:
+ * nothing there (COV_ABSENT: they are not covered), a plain directory
+ * (COV_PLAIN: look each one up), or a whiteout, a non-directory or an
+ * opaque directory there or above (COV_WHOLE: covered wholesale).  Kept
+ * per depth for the directories the walk is in, each computed from its
+ * parent's the first time an entry below it changed, so the coverage of an
+ * entry costs at most one lookup a layer, not one a layer and a level
+ * (issue 13 item 3); the answers are those of ovs_coverage_at().
+ */
+enum { COV_ABSENT, COV_PLAIN, COV_WHOLE };
+
+struct dir_cov {
+	bool valid;
+	unsigned char *layer;	/* nuppers states */
+};
+
+/* The depth of path: its number of names ("" is SRC's root, 0). */
+static size_t path_depth(const char *path)
+{
+	size_t d = *path ? 1 : 0;
+
+	for (; *path; path++)
+		d += *path == '/';
+	return d;
+}
+
+/* What layer fd holds at prefix (a directory of the walk, below its
+ * parent's COV_PLAIN directory), as one of the states above. */
+static unsigned char lookup_dir_state(int fd, const char *prefix)
+{
+	struct stat st;
+	int opaque;
+
+	if (fstatat(fd, prefix, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return COV_ABSENT;	/* unreadable: not covered, as before */
+	if (!S_ISDIR(st.st_mode))
+		return COV_WHOLE;
+	opaque = ovl_is_opaque_at(fd, prefix);
+	return opaque < 0 ? COV_ABSENT : opaque ? COV_WHOLE : COV_PLAIN;
+}
+
+/*
+ * The states of the parent directory of path (depth > 0, its length under
+ * PATH_MAX) in every layer, or NULL (out of memory).
+ */
+static const unsigned char *parent_coverage(struct src_ctx *sc, const char *path, size_t depth)
+{
+	size_t have = depth - 1, len;
+	char *prefix;
+
+	if (sc->ncov < depth) {
+		struct dir_cov *c = realloc(sc->cov, depth * sizeof(*c));
+
+		if (!c)
+			return NULL;
+		for (size_t i = sc->ncov; i < depth; i++) {
+			c[i].valid = false;
+			c[i].layer = malloc(sc->nuppers ? sc->nuppers : 1);
+			if (!c[i].layer) {
+				sc->cov = c;
+				sc->ncov = i;
+				return NULL;
+			}
+		}
+		sc->cov = c;
+		sc->ncov = depth;
+	}
+	if (!sc->cov[0].valid) {
+		/* the root: ovs_coverage_at() never reads its opacity for
+		 * what lies below it */
+		for (size_t i = 0; i < sc->nuppers; i++)
+			sc->cov[0].layer[i] = sc->upperfds[i] >= 0 ? COV_PLAIN : COV_ABSENT;
+		sc->cov[0].valid = true;
+	}
+	while (!sc->cov[have].valid)
+		have--;
+	if (have == depth - 1)
+		return sc->cov[have].layer;
+	prefix = strdup(path);
+	if (!prefix)
+		return NULL;
+	/* skip to the end of the have-th name */
+	len = 0;
+	for (size_t d = 0; d < have; d++) {
+		len += strcspn(prefix + len, "/");
+		len++;
+	}
+	for (size_t d = have + 1; d < depth; d++) {
+		struct dir_cov *up = &sc->cov[d - 1], *cur = &sc->cov[d];
+		char saved;
+
+		len += strcspn(prefix + len, "/");
+		saved = prefix[len];
+		prefix[len] = '\0';
+		for (size_t i = 0; i < sc->nuppers; i++)
+			cur->layer[i] = up->layer[i] != COV_PLAIN ? up->layer[i] :
+					lookup_dir_state(sc->upperfds[i], prefix);
+		prefix[len] = saved;
+		len++;
+		cur->valid = true;
+	}
+	free(prefix);
+	return sc->cov[depth - 1].layer;
+}
+
+/* The walk met a directory at path: the one its depth now stands for. */
+static void coverage_enter_dir(struct src_ctx *sc, const char *path)
+{
+	size_t depth = path_depth(path);
+
+	if (depth < sc->ncov)
+		sc->cov[depth].valid = false;
+}
+
+/* Whether layer i covers path (as layer_covers()), given the states of
+ * its parent directory. */
+static int covers_below(struct src_ctx *sc, const unsigned char *parent, size_t i,
+			const char *path)
+{
+	struct stat st;
+	int opaque;
+
+	if (parent[i] != COV_PLAIN)
+		return parent[i] == COV_WHOLE ? 2 : 0;
+	if (fstatat(sc->upperfds[i], path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return 1;
+	opaque = ovl_is_opaque_at(sc->upperfds[i], path);
+	return opaque < 0 ? 0 : opaque ? 2 : 1;
+}
+
+/*
  * The snapshots whose view of path shows a change made after they were
  * taken: walking from the newest layer down, every one until a layer that
  * preserved path (for a directory: preserved all its entries, i.e. an
@@ -1005,11 +1142,16 @@ static void link_recount(struct link_table *t, const struct stat *st, const char
 static bool affected_snapshots(struct fsck *ck, struct src_ctx *sc, const char *path,
 			       bool dir, char *buf, size_t len)
 {
-	size_t first = sc->nuppers, n = sc->nuppers, pos;
+	size_t first = sc->nuppers, n = sc->nuppers, pos, depth = path_depth(path);
+	const unsigned char *parent = NULL;
 
+	/* a path too long for one lookup (rule 18) takes the long way */
+	if (depth > 0 && strlen(path) < PATH_MAX)
+		parent = parent_coverage(sc, path, depth);
 	while (first > 0) {
 		int fd = sc->upperfds[first - 1];
-		int cov = fd >= 0 ? layer_covers(fd, path) : 0;
+		int cov = fd < 0 ? 0 : parent ? covers_below(sc, parent, first - 1, path)
+					      : layer_covers(fd, path);
 
 		if (dir ? cov == 2 : cov != 0)
 			break;
@@ -1055,6 +1197,8 @@ static void check_src_object(struct fsck *ck, struct src_ctx *sc, int dirfd, con
 	}
 	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1)
 		link_met(&sc->links, st);
+	if (sc->check_changes && S_ISDIR(st->st_mode))
+		coverage_enter_dir(sc, path);
 	/* >=: a change in the tick of since_ns may be after it. */
 	if (sc->check_changes && ts_ns(&st->st_ctim) >= sc->since_ns &&
 	    (ts_ns(&st->st_ctim) <= sc->until_ns || sc->later_why)) {
@@ -1207,6 +1351,9 @@ static void check_src(struct fsck *ck)
 		if (sc.upperfds[i] >= 0)
 			close(sc.upperfds[i]);
 	free(sc.upperfds);
+	for (size_t i = 0; i < sc.ncov; i++)
+		free(sc.cov[i].layer);
+	free(sc.cov);
 }
 
 /* ---- all of it ------------------------------------------------------------- */
