@@ -890,7 +890,7 @@ struct src_ctx {
 	int *upperfds;		/* every snapshot's upper, oldest first */
 	size_t nuppers;
 	/* coverage of the walk's current directories in each layer, by
-	 * depth (see dir_coverage()) */
+	 * depth (see struct dir_cov) */
 	struct dir_cov *cov;
 	size_t ncov;
 	struct link_table links;
