@@ -16,9 +16,10 @@
 # of every name of SRC natively: N unprotected changes, each checked
 # against every layer.
 #
-# OVSNAP_BASE=path/to/an/older/ovsnap: fsck and list are run with it too,
-# on the same state, as the baseline of the same run (merge and drop change
-# the volume, so they run once, with OVSNAP).
+# OVSNAP_BASE=path/to/an/older/ovsnap: the first take (then forgotten),
+# fsck and list are run with it too, on the same state, as the baseline of
+# the same run (merge and drop change the volume, so they run once, with
+# OVSNAP).
 # Run as root: `bash bench/run.sh walks`, or
 #   OVSNAP=build/ovsnap FILEOPS=build/bench/ovs-fileops bash bench/walks-bench.sh [N]
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,10 +83,19 @@ sync
 echo "setup: $N names natively: $(ms "$t0" "$(now)") ms"
 
 row "command" "ms" "max RSS KiB" ""
+if [ -n "$BASE" ]; then
+	# the same first take with the baseline's daemon, then forgotten
+	drop_caches
+	t0=$(now)
+	"$BASE" take "$src" >/dev/null
+	row "first take (ovsnapd's hard-link scan) [base]" "$(ms "$t0" "$(now)")" "$(daemon_rss)" "(ovsnapd's peak RSS)"
+	"$BASE" deactivate -w "$src" >/dev/null
+	"$BASE" forget -y -w "$src" >/dev/null
+fi
 drop_caches
 t0=$(now)
 s1=$("$OVSNAP" take "$src")
-row "first take (ovsnapd's hard-link scan)" "$(ms "$t0" "$(now)")" "$(daemon_rss)" "(ovsnapd's peak RSS)"
+row "first take (ovsnapd's hard-link scan)${BASE:+ [new]}" "$(ms "$t0" "$(now)")" "$(daemon_rss)" "(ovsnapd's peak RSS)"
 # layer 1: the folders of new/, not their entries (so a merge into it
 # moves entry by entry)
 for b in "$src"/new/b*; do touch "$b/first"; done
