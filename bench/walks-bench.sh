@@ -87,19 +87,19 @@ if [ -n "$BASE" ]; then
 	# the same first take with the baseline's daemon, then forgotten
 	drop_caches
 	t0=$(now)
-	"$BASE" take "$src" >/dev/null
+	"$BASE" take -w "$src" >/dev/null
 	row "first take (ovsnapd's hard-link scan) [base]" "$(ms "$t0" "$(now)")" "$(daemon_rss)" "(ovsnapd's peak RSS)"
 	"$BASE" deactivate -w "$src" >/dev/null
 	"$BASE" forget -y -w "$src" >/dev/null
 fi
 drop_caches
 t0=$(now)
-s1=$("$OVSNAP" take "$src")
+s1=$("$OVSNAP" take -w "$src")
 row "first take (ovsnapd's hard-link scan)${BASE:+ [new]}" "$(ms "$t0" "$(now)")" "$(daemon_rss)" "(ovsnapd's peak RSS)"
 # layer 1: the folders of new/, not their entries (so a merge into it
 # moves entry by entry)
 for b in "$src"/new/b*; do touch "$b/first"; done
-s2=$("$OVSNAP" take "$src")
+s2=$("$OVSNAP" take -w "$src")
 # Layer 2's N entries are written natively while the volume is
 # deactivated (copies of files deleted since, as far as the views can
 # tell): making them through the live path costs about 2 ms each.
@@ -113,7 +113,7 @@ done
 sync
 echo "setup: $N entries in layer $s2: $(ms "$t0" "$(now)") ms"
 "$OVSNAP" activate -w "$src" >/dev/null
-s3=$("$OVSNAP" take "$src")
+s3=$("$OVSNAP" take -w "$src")
 "$OVSNAP" deactivate -w "$src" >/dev/null
 
 for bin in ${BASE:+"$BASE"} "$OVSNAP"; do
@@ -128,7 +128,7 @@ done
 # $LAYERS more snapshots, then, deactivated, a chmod of every name of SRC
 # natively; fsck reports N changes and checks each against every layer.
 "$OVSNAP" activate -w "$src" >/dev/null
-for ((i = 0; i < LAYERS; i++)); do "$OVSNAP" take "$src" >/dev/null; done
+for ((i = 0; i < LAYERS; i++)); do "$OVSNAP" take -w "$src" >/dev/null; done
 "$OVSNAP" deactivate -w "$src" >/dev/null
 chmod -R g-w "$src"
 for bin in ${BASE:+"$BASE"} "$OVSNAP"; do
