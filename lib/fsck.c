@@ -202,18 +202,24 @@ static const struct ovs_walk_ops fsck_walk_ops = {
  * Call fn for rootfd itself (name "", path "") and everything below it,
  * without following symlinks or crossing into another filesystem.
  */
-static void walk_tree(struct fsck *ck, void *ctx, int rootfd, walk_fn fn, const char *what)
+static int walk_tree_quiet(struct fsck *ck, void *ctx, int rootfd, walk_fn fn)
 {
 	struct fsck_walk w = { .ck = ck, .ctx = ctx, .fn = fn };
 	struct ovs_walk_dir root = { .aux = -1 };
 	struct stat st;
 
 	if (fstat(rootfd, &st) < 0)
-		return;
+		return 0;
 	w.dev = st.st_dev;
 	fn(ck, ctx, rootfd, "", "", &st);
 	root.fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root.fd < 0 || ovs_walk(&root, "", &fsck_walk_ops, &w) < 0)
+	return root.fd < 0 ? -errno : ovs_walk(&root, "", &fsck_walk_ops, &w);
+}
+
+/* The same, with a warning if the walk could not be done. */
+static void walk_tree(struct fsck *ck, void *ctx, int rootfd, walk_fn fn, const char *what)
+{
+	if (walk_tree_quiet(ck, ctx, rootfd, fn) < 0)
 		finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
 			"%s: cannot read the directory: %m", what);
 }
@@ -849,10 +855,27 @@ static void check_layers_content(struct fsck *ck)
 
 /* ---- SRC: user data overlayfs would misread, unprotected changes --------- */
 
-struct linked {
+/*
+ * SRC's multiply-linked non-directories whose names the walk has not all
+ * met yet: ino -> links and names met, a hash table (open addressing,
+ * linear probing, at most 3/4 full, backward-shift deletion).  An inode
+ * leaves it when its last name is met, so it holds the inodes whose other
+ * names are still ahead of the walk or outside SRC, 16 bytes each, and no
+ * path: the paths of those left at the end are found by a second walk,
+ * which recounts just them (issue 13 item 3; a list of every linked name
+ * and its path cost about 150 bytes a name).  Keyed by the inode number
+ * alone, as the findings always were.
+ */
+struct link_count {
 	ino_t ino;
-	nlink_t nlink;
-	char *path;
+	uint32_t nlink;		/* 0: a free slot */
+	uint32_t met;
+};
+
+struct link_table {
+	struct link_count *slot;
+	size_t n, cap;		/* cap: a power of two, or 0 */
+	char **path;		/* the second walk: the first name met, by slot */
 };
 
 struct src_ctx {
@@ -866,9 +889,247 @@ struct src_ctx {
 	const char *later_why;
 	int *upperfds;		/* every snapshot's upper, oldest first */
 	size_t nuppers;
-	struct linked *links;
-	size_t nlinks, alloc;
+	/* coverage of the walk's current directories in each layer, by
+	 * depth (see struct dir_cov) */
+	struct dir_cov *cov;
+	size_t ncov;
+	struct link_table links;
+	bool recount;		/* the second walk: recount the links left */
 };
+
+static size_t link_home(ino_t ino, size_t cap)
+{
+	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ULL;
+
+	return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* The slot of ino, or of the free slot where it would go. */
+static size_t link_slot(const struct link_table *t, ino_t ino)
+{
+	size_t i = link_home(ino, t->cap);
+
+	while (t->slot[i].nlink && t->slot[i].ino != ino)
+		i = (i + 1) & (t->cap - 1);
+	return i;
+}
+
+static int link_grow(struct link_table *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 1024, oldcap = t->cap;
+	struct link_count *old = t->slot, *nt = calloc(cap, sizeof(*nt));
+
+	if (!nt)
+		return -ENOMEM;
+	t->slot = nt;
+	t->cap = cap;
+	for (size_t i = 0; i < oldcap; i++)
+		if (old[i].nlink)
+			nt[link_slot(t, old[i].ino)] = old[i];
+	free(old);
+	return 0;
+}
+
+/* Free slot i, moving back the entries of its probe run that may not stay
+ * behind a hole. */
+static void link_remove(struct link_table *t, size_t i)
+{
+	size_t mask = t->cap - 1, j = i;
+
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!t->slot[j].nlink)
+			break;
+		home = link_home(t->slot[j].ino, t->cap);
+		/* j may move to i unless its home lies cyclically in (i, j] */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			t->slot[i] = t->slot[j];
+			i = j;
+		}
+	}
+	t->slot[i].nlink = 0;
+	t->n--;
+}
+
+static uint32_t nlink32(nlink_t n)
+{
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* The first walk met a name of the linked inode st: count it, and forget
+ * the inode once all its links were met.  Out of memory, the name is not
+ * counted (nor was it before: a check, not a repair). */
+static void link_met(struct link_table *t, const struct stat *st)
+{
+	size_t i;
+
+	if (4 * (t->n + 1) > 3 * t->cap && link_grow(t) < 0)
+		return;
+	i = link_slot(t, st->st_ino);
+	if (!t->slot[i].nlink) {
+		t->slot[i].ino = st->st_ino;
+		t->slot[i].nlink = nlink32(st->st_nlink);
+		t->slot[i].met = 0;
+		t->n++;
+	}
+	if (++t->slot[i].met >= t->slot[i].nlink)
+		link_remove(t, i);
+}
+
+/* The second walk met a name of the linked inode st, full its path: count
+ * it if its inode was left by the first one, and keep its first path. */
+static void link_recount(struct link_table *t, const struct stat *st, const char *full)
+{
+	size_t i;
+
+	if (!t->n)
+		return;
+	i = link_slot(t, st->st_ino);
+	if (!t->slot[i].nlink)
+		return;
+	if (!t->path[i]) {
+		if (!(t->path[i] = strdup(full)))
+			return;
+		t->slot[i].nlink = nlink32(st->st_nlink);
+		t->slot[i].met = 0;
+	}
+	t->slot[i].met++;
+}
+
+/*
+ * What a layer holds at a directory of the walk, for the entries in it:
+ * nothing there (COV_ABSENT: they are not covered), a plain directory
+ * (COV_PLAIN: look each one up), or a whiteout, a non-directory or an
+ * opaque directory there or above (COV_WHOLE: covered wholesale).  Kept
+ * per depth for the directories the walk is in, each computed from its
+ * parent's the first time an entry below it changed, so the coverage of an
+ * entry costs at most one lookup a layer, not one a layer and a level
+ * (issue 13 item 3); the answers are those of ovs_coverage_at().
+ */
+enum { COV_ABSENT, COV_PLAIN, COV_WHOLE };
+
+struct dir_cov {
+	bool valid;
+	unsigned char *layer;	/* nuppers states */
+};
+
+/* The depth of path: its number of names ("" is SRC's root, 0). */
+static size_t path_depth(const char *path)
+{
+	size_t d = *path ? 1 : 0;
+
+	for (; *path; path++)
+		d += *path == '/';
+	return d;
+}
+
+/* What layer fd holds at prefix (a directory of the walk, below its
+ * parent's COV_PLAIN directory), as one of the states above. */
+static unsigned char lookup_dir_state(int fd, const char *prefix)
+{
+	struct stat st;
+	int opaque;
+
+	if (fstatat(fd, prefix, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return COV_ABSENT;	/* unreadable: not covered, as before */
+	if (!S_ISDIR(st.st_mode))
+		return COV_WHOLE;
+	opaque = ovl_is_opaque_at(fd, prefix);
+	return opaque < 0 ? COV_ABSENT : opaque ? COV_WHOLE : COV_PLAIN;
+}
+
+/*
+ * The states of the parent directory of path (depth > 0, its length under
+ * PATH_MAX) in every layer, or NULL (out of memory).
+ */
+static const unsigned char *parent_coverage(struct src_ctx *sc, const char *path, size_t depth)
+{
+	size_t have = depth - 1, len;
+	char *prefix;
+
+	if (sc->ncov < depth) {
+		struct dir_cov *c = realloc(sc->cov, depth * sizeof(*c));
+
+		if (!c)
+			return NULL;
+		for (size_t i = sc->ncov; i < depth; i++) {
+			c[i].valid = false;
+			c[i].layer = malloc(sc->nuppers ? sc->nuppers : 1);
+			if (!c[i].layer) {
+				sc->cov = c;
+				sc->ncov = i;
+				return NULL;
+			}
+		}
+		sc->cov = c;
+		sc->ncov = depth;
+	}
+	if (!sc->cov[0].valid) {
+		/* the root: ovs_coverage_at() never reads its opacity for
+		 * what lies below it */
+		for (size_t i = 0; i < sc->nuppers; i++)
+			sc->cov[0].layer[i] = sc->upperfds[i] >= 0 ? COV_PLAIN : COV_ABSENT;
+		sc->cov[0].valid = true;
+	}
+	while (!sc->cov[have].valid)
+		have--;
+	if (have == depth - 1)
+		return sc->cov[have].layer;
+	prefix = strdup(path);
+	if (!prefix)
+		return NULL;
+	/* skip to the end of the have-th name */
+	len = 0;
+	for (size_t d = 0; d < have; d++) {
+		len += strcspn(prefix + len, "/");
+		len++;
+	}
+	for (size_t d = have + 1; d < depth; d++) {
+		struct dir_cov *up = &sc->cov[d - 1], *cur = &sc->cov[d];
+		char saved;
+
+		len += strcspn(prefix + len, "/");
+		saved = prefix[len];
+		prefix[len] = '\0';
+		for (size_t i = 0; i < sc->nuppers; i++)
+			cur->layer[i] = up->layer[i] != COV_PLAIN ? up->layer[i] :
+					lookup_dir_state(sc->upperfds[i], prefix);
+		prefix[len] = saved;
+		len++;
+		cur->valid = true;
+	}
+	free(prefix);
+	return sc->cov[depth - 1].layer;
+}
+
+/* The walk met a directory at path: the one its depth now stands for. */
+static void coverage_enter_dir(struct src_ctx *sc, const char *path)
+{
+	size_t depth = path_depth(path);
+
+	if (depth < sc->ncov)
+		sc->cov[depth].valid = false;
+}
+
+/* Whether layer i covers path (as layer_covers()), given the states of
+ * its parent directory. */
+static int covers_below(struct src_ctx *sc, const unsigned char *parent, size_t i,
+			const char *path)
+{
+	struct stat st;
+	int opaque;
+
+	if (parent[i] != COV_PLAIN)
+		return parent[i] == COV_WHOLE ? 2 : 0;
+	if (fstatat(sc->upperfds[i], path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return 1;
+	opaque = ovl_is_opaque_at(sc->upperfds[i], path);
+	return opaque < 0 ? 0 : opaque ? 2 : 1;
+}
 
 /*
  * The snapshots whose view of path shows a change made after they were
@@ -881,11 +1142,16 @@ struct src_ctx {
 static bool affected_snapshots(struct fsck *ck, struct src_ctx *sc, const char *path,
 			       bool dir, char *buf, size_t len)
 {
-	size_t first = sc->nuppers, n = sc->nuppers, pos;
+	size_t first = sc->nuppers, n = sc->nuppers, pos, depth = path_depth(path);
+	const unsigned char *parent = NULL;
 
+	/* a path too long for one lookup (rule 18) takes the long way */
+	if (depth > 0 && strlen(path) < PATH_MAX)
+		parent = parent_coverage(sc, path, depth);
 	while (first > 0) {
 		int fd = sc->upperfds[first - 1];
-		int cov = fd >= 0 ? layer_covers(fd, path) : 0;
+		int cov = fd < 0 ? 0 : parent ? covers_below(sc, parent, first - 1, path)
+					      : layer_covers(fd, path);
 
 		if (dir ? cov == 2 : cov != 0)
 			break;
@@ -929,22 +1195,10 @@ static void check_src_object(struct fsck *ck, struct src_ctx *sc, int dirfd, con
 				"unescaped xattr %s: overlayfs takes it for its own metadata "
 				"in every snapshot view; remove it", a);
 	}
-	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
-		if (sc->nlinks == sc->alloc) {
-			size_t na = sc->alloc ? sc->alloc * 2 : 64;
-			struct linked *nl = realloc(sc->links, na * sizeof(*nl));
-
-			if (!nl)
-				return;
-			sc->links = nl;
-			sc->alloc = na;
-		}
-		sc->links[sc->nlinks].ino = st->st_ino;
-		sc->links[sc->nlinks].nlink = st->st_nlink;
-		sc->links[sc->nlinks].path = strdup(full);
-		if (sc->links[sc->nlinks].path)
-			sc->nlinks++;
-	}
+	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1)
+		link_met(&sc->links, st);
+	if (sc->check_changes && S_ISDIR(st->st_mode))
+		coverage_enter_dir(sc, path);
 	/* >=: a change in the tick of since_ns may be after it. */
 	if (sc->check_changes && ts_ns(&st->st_ctim) >= sc->since_ns &&
 	    (ts_ns(&st->st_ctim) <= sc->until_ns || sc->later_why)) {
@@ -973,40 +1227,75 @@ static void check_src_object(struct fsck *ck, struct src_ctx *sc, int dirfd, con
 static void check_src_entry(struct fsck *ck, void *ctx, int dirfd, const char *name,
 			    const char *path, const struct stat *st)
 {
+	struct src_ctx *sc = ctx;
 	char *full;
 
+	if (sc->recount && (S_ISDIR(st->st_mode) || st->st_nlink < 2))
+		return;
 	/* SRC/path for messages, of any length (rule 18) */
 	if (asprintf(&full, "%s%s%s", ck->src, *path ? "/" : "", path) < 0)
 		return;
-	check_src_object(ck, ctx, dirfd, name, path, full, st);
+	if (sc->recount)
+		link_recount(&sc->links, st, full);
+	else
+		check_src_object(ck, sc, dirfd, name, path, full, st);
 	free(full);
 }
 
-static int cmp_linked(const void *a, const void *b)
+struct outside {
+	ino_t ino;
+	uint32_t nlink, met;
+	char *path;
+};
+
+static int cmp_outside(const void *a, const void *b)
 {
-	const struct linked *x = a, *y = b;
+	const struct outside *x = a, *y = b;
 
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
+/*
+ * The inodes the first walk met fewer names of than their links: walk SRC
+ * again for their names (the first met is the one reported, as ever) and
+ * report those still short of names, in inode order.
+ */
 static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 {
-	qsort(sc->links, sc->nlinks, sizeof(*sc->links), cmp_linked);
-	for (size_t i = 0; i < sc->nlinks;) {
-		size_t j = i;
+	struct link_table *t = &sc->links;
+	struct outside *out = NULL;
+	size_t nout = 0;
 
-		while (j < sc->nlinks && sc->links[j].ino == sc->links[i].ino)
-			j++;
-		if ((nlink_t)(j - i) < sc->links[i].nlink)
-			finding(ck, OVS_FSCK_ERROR, NULL, sc->links[i].path, "user-data", NULL,
+	if (t->n && (t->path = calloc(t->cap, sizeof(*t->path)))) {
+		sc->recount = true;
+		walk_tree_quiet(ck, sc, ck->srcfd, check_src_entry);
+		out = calloc(t->n, sizeof(*out));
+		for (size_t i = 0; out && i < t->cap; i++) {
+			if (!t->path[i])
+				continue;
+			if (t->slot[i].met < t->slot[i].nlink)
+				out[nout++] = (struct outside){ t->slot[i].ino, t->slot[i].nlink,
+								t->slot[i].met, t->path[i] };
+			else
+				free(t->path[i]);
+			t->path[i] = NULL;
+		}
+		qsort(out, nout, sizeof(*out), cmp_outside);
+		for (size_t i = 0; i < nout; i++) {
+			finding(ck, OVS_FSCK_ERROR, NULL, out[i].path, "user-data", NULL,
 				"%lu of its %lu hard links are outside SRC: changes made "
 				"through them bypass the snapshot mount",
-				(unsigned long)(sc->links[i].nlink - (j - i)),
-				(unsigned long)sc->links[i].nlink);
-		for (; i < j; i++)
-			free(sc->links[i].path);
+				(unsigned long)(out[i].nlink - out[i].met),
+				(unsigned long)out[i].nlink);
+			free(out[i].path);
+		}
+		if (!out)
+			for (size_t i = 0; i < t->cap; i++)
+				free(t->path[i]);
+		free(out);
+		free(t->path);
 	}
-	free(sc->links);
+	free(t->slot);
 }
 
 static void check_src(struct fsck *ck)
@@ -1062,6 +1351,9 @@ static void check_src(struct fsck *ck)
 		if (sc.upperfds[i] >= 0)
 			close(sc.upperfds[i]);
 	free(sc.upperfds);
+	for (size_t i = 0; i < sc.ncov; i++)
+		free(sc.cov[i].layer);
+	free(sc.cov);
 }
 
 /* ---- all of it ------------------------------------------------------------- */

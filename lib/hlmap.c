@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,11 +63,15 @@ struct hl_ref {
 	struct hl_entry *e;
 };
 
+/* Allocated with only the len bytes of its handle (see lookup_or_add()): a
+ * handle is 8 to 40 bytes on the filesystems ovsnap serves, not the 128
+ * room of HANDLE_MAX, and the map holds one entry per linked inode of SRC
+ * (issue 13 item 3). */
 struct hl_entry {
 	struct hl_entry *next;
-	struct hl_key key;
 	struct hl_name *names;
 	size_t n, cap;
+	struct hl_key key;	/* last: cut after its len bytes */
 };
 
 struct ovs_hlmap {
@@ -182,10 +187,10 @@ static struct hl_entry *lookup_or_add(struct ovs_hlmap *m, const struct hl_key *
 		return e;
 	if (m->count >= m->nbuckets && grow(m) < 0)
 		return NULL;
-	e = calloc(1, sizeof(*e));
+	e = calloc(1, offsetof(struct hl_entry, key.bytes) + k->len);
 	if (!e)
 		return NULL;
-	e->key = *k;
+	memcpy(&e->key, k, offsetof(struct hl_key, bytes) + k->len);
 	h = key_hash(k) % m->nbuckets;
 	e->next = m->buckets[h];
 	m->buckets[h] = e;

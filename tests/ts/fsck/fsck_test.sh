@@ -284,6 +284,47 @@ $SRC: directory changed at T while unprotected (the volume was deactivated): if 
 	expect_clean
 }
 
+# The same below folders the layers hold in different ways: p/q copied in
+# full into layer 4, p/s a plain folder there (h preserved, a whiteout for
+# born), p absent from the older layers.  fsck answers from each folder's
+# state per layer, kept along the walk (issue 13 item 3): the snapshots
+# named must be those a lookup of each path from every layer's root gives.
+test_change_while_deactivated_below_layered_folders() {
+	local now t
+
+	mkdir -p "$SRC/p/q/r" "$SRC/p/s"
+	echo f >"$SRC/p/q/r/f"
+	echo h >"$SRC/p/s/h"
+	echo t >"$SRC/p/t"
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	preserve subtree 4 p/q
+	preserve object 4 p/s/h
+	preserve name 4 p/s/born
+	"$MKVOL" "$SRC" --snapshots 1 || fail "ovs-mkvol"
+	fs_tick_after "$(fs_now)"
+	now=$(fs_now)
+	sed -i "s/^deactivated-ns .*/deactivated-ns $now/" "$STORE/registry"
+	fs_tick_after "$now"
+	echo f2 >>"$SRC/p/q/r/f"    # in layer 4's copy of p/q: 5 shows f2
+	echo h2 >>"$SRC/p/s/h"      # preserved in layer 4: 5 shows h2
+	echo born >"$SRC/p/s/born"  # a whiteout in layer 4: 5 shows it
+	echo t2 >>"$SRC/p/t"        # nowhere: all five show t2
+	echo new >"$SRC/p/q/r/new"  # below layer 4's opaque p/q: 5 shows it
+	fsck -n
+	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"
+	t='[0-9T:+-]*'
+	assertEquals "fsck -n report (sorted)" \
+"$SRC/p/q/r/f: changed at T while unprotected (the volume was deactivated) and not preserved: snapshot 5 may show its new state instead of the past
+$SRC/p/q/r/new: changed at T while unprotected (the volume was deactivated) and not preserved: snapshot 5 may show its new state instead of the past
+$SRC/p/q/r: directory changed at T while unprotected (the volume was deactivated): if entries were deleted from it then, snapshot 5 misses them (possibly incomplete)
+$SRC/p/s/born: changed at T while unprotected (the volume was deactivated) and not preserved: snapshot 5 may show its new state instead of the past
+$SRC/p/s/h: changed at T while unprotected (the volume was deactivated) and not preserved: snapshot 5 may show its new state instead of the past
+$SRC/p/s: directory changed at T while unprotected (the volume was deactivated): if entries were deleted from it then, snapshots 1, 2, 3, 4 and 5 miss them (possibly incomplete)
+$SRC/p/t: changed at T while unprotected (the volume was deactivated) and not preserved: snapshots 1, 2, 3, 4 and 5 may show its new state instead of the past
+$SRC: 7 errors, 0 repaired, 7 left" \
+		"$(printf '%s\n' "$OVS_OUT" | sed "s/changed at $t /changed at T /" | LC_ALL=C sort)"
+}
+
 # A --kernel view (an overlay mount, root's) of a snapshot since dropped.
 test_view_of_a_dropped_snapshot() {
 	mkdir -p "$OVS_TMP/view9" "$OVS_TMP/l1" "$OVS_TMP/l2"
