@@ -140,7 +140,8 @@ int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec ti
 	if (futimens(udirfd, times) < 0)
 		return ovs_err(errno, "restore times of an upper directory: %m");
 	/* Rule 8: the entry is on disk before SRC may change. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch && fsync(udirfd) < 0)
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch && ovs_group_defer(l, udirfd) < 0 &&
+	    fsync(udirfd) < 0)
 		return ovs_err(errno, "fsync upper directory: %m");
 	return 0;
 }

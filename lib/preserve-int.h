@@ -16,6 +16,8 @@
 
 /* Locks by upper directory, per layer: parallel preserves rarely share one. */
 #define OVS_UPPER_DIR_LOCKS 64
+/* Upper directories one group of preserves defers the fsync of. */
+#define OVS_GROUP_MAX 8
 
 struct ovs_layer {
 	int srcfd;		/* SRC's real root (not ours: never closed) */
@@ -28,6 +30,14 @@ struct ovs_layer {
 	 * ovs_preserve_subtree, which the daemon runs with no other
 	 * preserve in parallel (a rename excludes every other change). */
 	bool batch;
+	/* A group of preserves guarding one change (ovs_preserve_group_*):
+	 * the upper directories they added entries to, fsynced once each
+	 * when the group ends instead of after every entry.  Only the
+	 * owner thread defers; any other preserve fsyncs as usual. */
+	bool grouped;
+	pthread_t group_owner;
+	unsigned ngroup;
+	int group_fds[OVS_GROUP_MAX];
 	unsigned long seq;	/* temp names in work (__atomic) */
 	/* Preserves of different objects run in parallel (the daemon locks
 	 * by object).  What they share in the upper is serialised here:
@@ -95,4 +105,8 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
 int ovs_copy_data_ranges(int in, int out, off_t size);
 
 /* hlmap.c: the handle key of an object (for tests of sameness). */
+/* In a group of preserves: remember udirfd for the group's end instead
+ * of fsyncing it now (0), or -1: not grouped, or the list is full. */
+int ovs_group_defer(struct ovs_layer *l, int udirfd);
+
 #endif

@@ -376,6 +376,54 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return preserve_object(l, m, path, &st);
 }
 
+/* ---- rule 8, grouped ----------------------------------------------------- */
+
+void ovs_preserve_group_begin(struct ovs_layer *l)
+{
+	l->group_owner = pthread_self();
+	l->ngroup = 0;
+	l->grouped = true;
+}
+
+int ovs_group_defer(struct ovs_layer *l, int udirfd)
+{
+	struct stat st, kept;
+	int fd;
+
+	if (!l->grouped || !pthread_equal(l->group_owner, pthread_self()) ||
+	    fstat(udirfd, &st) < 0)
+		return -1;
+	for (unsigned i = 0; i < l->ngroup; i++)
+		if (fstat(l->group_fds[i], &kept) == 0 && kept.st_ino == st.st_ino &&
+		    kept.st_dev == st.st_dev)
+			return 0;
+	if (l->ngroup == OVS_GROUP_MAX)
+		return -1;
+	fd = fcntl(udirfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -1;
+	l->group_fds[l->ngroup++] = fd;
+	return 0;
+}
+
+int ovs_preserve_group_end(struct ovs_layer *l)
+{
+	int rc = 0;
+
+	if (!l->grouped || !pthread_equal(l->group_owner, pthread_self()))
+		return 0;
+	l->grouped = false;
+	/* Each directory's fsync makes its entries as they are now durable:
+	 * all the group added, whatever the order. */
+	for (unsigned i = 0; i < l->ngroup; i++) {
+		if (rc == 0 && fsync(l->group_fds[i]) < 0)
+			rc = ovs_err(errno, "fsync upper directory: %m");
+		close(l->group_fds[i]);
+	}
+	l->ngroup = 0;
+	return rc;
+}
+
 /* ---- rule 3 ------------------------------------------------------------------ */
 
 static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
