@@ -256,19 +256,20 @@ int ovs_copy_data_ranges(int in, int out, off_t size)
 	return 0;
 }
 
+/* 1: no byte copied (a clone, or nothing to copy); 0: copied. */
 static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, const char *path)
 {
 	int rc;
 
 	__atomic_store_n(&l->last_cloned, false, __ATOMIC_RELAXED);
 	if (size == 0)
-		return 0;
+		return 1;
 	/* A clone shares the extents: O(1) in data, and it keeps holes.  It
 	 * fails per file (other fs, inline data, a swapfile...), so the
 	 * fallback is decided per file, not per volume (rule 16). */
 	if (ioctl(out, FICLONE, in) == 0) {
 		__atomic_store_n(&l->last_cloned, true, __ATOMIC_RELAXED);
-		return 0;
+		return 1;
 	}
 	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL &&
 	    errno != ENOTTY && errno != ETXTBSY)
@@ -453,6 +454,7 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 			 struct statx *stx, const char *tmp, const char *path)
 {
 	int in = -1, out = -1, rc;
+	bool metadata_only;
 
 	in = openat(sdirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 	if (in < 0 && errno == EPERM)
@@ -472,10 +474,18 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	rc = copy_file_data(l, in, out, stx->stx_size, path);
 	if (rc < 0)
 		goto out;
+	metadata_only = rc == 1;
 	rc = copy_metadata(in, "", stx, out, "", path);
 	if (rc < 0)
 		goto out;
-	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(out) < 0)
+	/* Rule 8: a clone and the copied metadata are logged before the
+	 * rename that moves the copy into the upper; on XFS the fsync of
+	 * that directory (ovs_upper_dir_done, or the group's or subtree's
+	 * sync) forces the log up to it, and with it the clone (whose data
+	 * FICLONE wrote back first; the log force flushes the device's
+	 * cache).  Copied bytes are not ordered with the log: fsync them. */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !(metadata_only && l->log_ordered) &&
+	    fsync(out) < 0)
 		rc = ovs_err(errno, "fsync copy of %s: %m", path);
 out:
 	if (in >= 0)

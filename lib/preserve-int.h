@@ -35,6 +35,11 @@ struct ovs_layer {
 	 * when the group ends instead of after every entry.  Only the
 	 * owner thread defers; any other preserve fsyncs as usual. */
 	bool grouped;
+	/* XFS: metadata changes reach the disk in the order they were made
+	 * (one log, forced up to a point by any fsync), so a copy made of
+	 * clones and metadata only needs no fsync of its own before the
+	 * fsync of the upper directory it is moved into (rule 8). */
+	bool log_ordered;
 	pthread_t group_owner;
 	unsigned ngroup;
 	int group_fds[OVS_GROUP_MAX];

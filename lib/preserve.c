@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "preserve-int.h"
@@ -72,6 +74,11 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 		goto fail;
 	}
 	l->src_dev = sst.st_dev;
+	{
+		struct statfs sfs;
+
+		l->log_ordered = fstatfs(upperfd, &sfs) == 0 && sfs.f_type == XFS_SUPER_MAGIC;
+	}
 	*out = l;
 	return 0;
 fail:
