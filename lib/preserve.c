@@ -389,7 +389,9 @@ void ovs_preserve_group_begin(struct ovs_layer *l)
 {
 	l->group_owner = pthread_self();
 	l->ngroup = 0;
-	l->grouped = true;
+	/* Published after its owner: a thread that sees it set also sees
+	 * who owns it. */
+	__atomic_store_n(&l->grouped, true, __ATOMIC_RELEASE);
 }
 
 int ovs_group_defer(struct ovs_layer *l, int udirfd)
@@ -397,8 +399,8 @@ int ovs_group_defer(struct ovs_layer *l, int udirfd)
 	struct stat st, kept;
 	int fd;
 
-	if (!l->grouped || !pthread_equal(l->group_owner, pthread_self()) ||
-	    fstat(udirfd, &st) < 0)
+	if (!__atomic_load_n(&l->grouped, __ATOMIC_ACQUIRE) ||
+	    !pthread_equal(l->group_owner, pthread_self()) || fstat(udirfd, &st) < 0)
 		return -1;
 	for (unsigned i = 0; i < l->ngroup; i++)
 		if (fstat(l->group_fds[i], &kept) == 0 && kept.st_ino == st.st_ino &&
@@ -417,9 +419,10 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 {
 	int rc = 0;
 
-	if (!l->grouped || !pthread_equal(l->group_owner, pthread_self()))
+	if (!__atomic_load_n(&l->grouped, __ATOMIC_ACQUIRE) ||
+	    !pthread_equal(l->group_owner, pthread_self()))
 		return 0;
-	l->grouped = false;
+	__atomic_store_n(&l->grouped, false, __ATOMIC_RELEASE);
 	/* Each directory's fsync makes its entries as they are now durable:
 	 * all the group added, whatever the order. */
 	for (unsigned i = 0; i < l->ngroup; i++) {
