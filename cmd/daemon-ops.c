@@ -1192,6 +1192,11 @@ static int rename_prepare(struct rename_args *a, const struct busy_keys *ks)
 	/* Preserving more than a failing rename needed is harmless: an
 	 * uncovered path still shows its snapshot state.  Only the opaque
 	 * mark of rule 3 must not land on a non-empty directory. */
+	/* Both names' preserves, then one fsync per upper directory they
+	 * touched (rule 8; the busy marks of both names and objects keep
+	 * other preserves off what the group defers). */
+	if (pres_layer)
+		ovs_preserve_group_begin(pres_layer);
 	err = preserve_moving(&a->from, &a->st_from);
 	if (!err && (a->flags & RENAME_EXCHANGE))
 		err = preserve_moving(&a->to, &a->st_to);
@@ -1204,6 +1209,11 @@ static int rename_prepare(struct rename_args *a, const struct busy_keys *ks)
 		/* not empty: the rename fails */
 	} else if (!err)
 		err = preserve_path(ovs_preserve_name, &a->to, "rename");
+	if (pres_layer) {
+		rc = ovs_preserve_group_end(pres_layer);
+		if (rc < 0 && !err)
+			err = preserve_failed(rc, "rename", &a->to);
+	}
 	return err;
 }
 

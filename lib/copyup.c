@@ -133,14 +133,17 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2])
 	return 0;
 }
 
-int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2])
+int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2],
+		       bool may_defer)
 {
 	/* Rule 7: the preserved directory keeps its snapshot-time times even
 	 * though we just added an entry to it. */
 	if (futimens(udirfd, times) < 0)
 		return ovs_err(errno, "restore times of an upper directory: %m");
 	/* Rule 8: the entry is on disk before SRC may change. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch && fsync(udirfd) < 0)
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch &&
+	    (!may_defer || ovs_group_defer(l, udirfd) < 0) &&
+	    fsync(udirfd) < 0)
 		return ovs_err(errno, "fsync upper directory: %m");
 	return 0;
 }
@@ -526,7 +529,14 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	rc = copy_metadata(in, "", stx, out, "", path);
 	if (rc < 0)
 		goto out;
-	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(out) < 0) {
+	/* Rule 8: a clone and the copied metadata are logged before the
+	 * rename that moves the copy into the upper; on XFS the fsync of
+	 * that directory (ovs_upper_dir_done, or the group's or subtree's
+	 * sync) forces the log up to it, and with it the clone (whose data
+	 * FICLONE wrote back first; the log force flushes the device's
+	 * cache).  Copied bytes are not ordered with the log: fsync them. */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && l->log_ordered) &&
+	    fsync(out) < 0) {
 		rc = ovs_err(errno, "fsync copy of %s: %m", path);
 		goto out;
 	}
@@ -697,7 +707,7 @@ static int install_locked(struct ovs_layer *l, const char *tmp, const struct sta
 		if (utimensat(udirfd, name, dt, AT_SYMLINK_NOFOLLOW) < 0)
 			return ovs_err(errno, "set times of %s: %m", name);
 	}
-	return ovs_upper_dir_done(l, udirfd, times);
+	return ovs_upper_dir_done(l, udirfd, times, !S_ISDIR(st->st_mode));
 fail:
 	ovs_discard(l, tmp);
 	return rc;
@@ -723,7 +733,7 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
 	if (rc == 0 && linkat(fromdirfd, from, udirfd, name, 0) < 0)
 		rc = errno == EEXIST ? 1 : ovs_err(errno, "link %s in the upper: %m", name);
 	if (rc == 0)
-		rc = ovs_upper_dir_done(l, udirfd, times);
+		rc = ovs_upper_dir_done(l, udirfd, times, true);
 	pthread_mutex_unlock(m);
 	return rc == 1 ? 0 : rc;
 }
@@ -799,7 +809,7 @@ int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
 		rc = errno == EEXIST ? 0 : ovs_err(errno, "whiteout %s: %m", name);
 		goto out;
 	}
-	rc = ovs_upper_dir_done(l, udirfd, times);
+	rc = ovs_upper_dir_done(l, udirfd, times, true);
 out:
 	pthread_mutex_unlock(m);
 	return rc;

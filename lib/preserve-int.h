@@ -16,6 +16,8 @@
 
 /* Locks by upper directory, per layer: parallel preserves rarely share one. */
 #define OVS_UPPER_DIR_LOCKS 64
+/* Upper directories one group of preserves defers the fsync of. */
+#define OVS_GROUP_MAX 8
 
 struct ovs_layer {
 	int srcfd;		/* SRC's real root (not ours: never closed) */
@@ -28,6 +30,11 @@ struct ovs_layer {
 	 * ovs_preserve_subtree, which the daemon runs with no other
 	 * preserve in parallel (a rename excludes every other change). */
 	bool batch;
+	/* XFS: metadata changes reach the disk in the order they were made
+	 * (one log, forced up to a point by any fsync), so a copy made of
+	 * clones and metadata only needs no fsync of its own before the
+	 * fsync of the upper directory it is moved into (rule 8). */
+	bool log_ordered;
 	unsigned long seq;	/* temp names in work (__atomic) */
 	/* Preserves of different objects run in parallel (the daemon locks
 	 * by object).  What they share in the upper is serialised here:
@@ -89,7 +96,10 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
 int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name);
 /* An entry was added to or changed in udirfd: restore its times (saved
  * before) and make its entries durable. */
-int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2]);
+/* may_defer: the entry added is no directory, so the fsync may wait for
+ * the end of the calling thread's group (ovs_group_defer). */
+int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2],
+		       bool may_defer);
 int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
 /* The data ranges of in (size bytes) into out, holes kept (lib/clone.c
  * too), with write-behind: at most a few MiB of out dirty at a time.
@@ -98,4 +108,9 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
 int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache);
 
 /* hlmap.c: the handle key of an object (for tests of sameness). */
+/* In the calling thread's group of preserves into l: remember udirfd for
+ * the group's end instead of fsyncing it now (0), or -1: not grouped, or
+ * the list is full. */
+int ovs_group_defer(struct ovs_layer *l, int udirfd);
+
 #endif

@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "preserve-int.h"
@@ -72,6 +74,11 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 		goto fail;
 	}
 	l->src_dev = sst.st_dev;
+	{
+		struct statfs sfs;
+
+		l->log_ordered = fstatfs(upperfd, &sfs) == 0 && sfs.f_type == XFS_SUPER_MAGIC;
+	}
 	*out = l;
 	return 0;
 fail:
@@ -374,6 +381,65 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc < 0)
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	return preserve_object(l, m, path, &st);
+}
+
+/* ---- rule 8, grouped ----------------------------------------------------- */
+
+/*
+ * The group is the calling thread's own: file renames and unlinks run in
+ * parallel (the daemon locks them by object), so two groups may be open
+ * on one layer at once.  Only entries that are not directories are
+ * deferred (ovs_upper_dir_done's may_defer): another thread's preserve
+ * may build below a directory this one made, and must find its entry
+ * durable already; nobody else needs this thread's files and whiteouts,
+ * whose objects and names it holds the busy marks of until the change.
+ */
+static __thread struct ovs_layer *group_layer;
+static __thread unsigned ngroup;
+static __thread int group_fds[OVS_GROUP_MAX];
+
+void ovs_preserve_group_begin(struct ovs_layer *l)
+{
+	group_layer = l;
+	ngroup = 0;
+}
+
+int ovs_group_defer(struct ovs_layer *l, int udirfd)
+{
+	struct stat st, kept;
+	int fd;
+
+	if (group_layer != l || fstat(udirfd, &st) < 0)
+		return -1;
+	for (unsigned i = 0; i < ngroup; i++)
+		if (fstat(group_fds[i], &kept) == 0 && kept.st_ino == st.st_ino &&
+		    kept.st_dev == st.st_dev)
+			return 0;
+	if (ngroup == OVS_GROUP_MAX)
+		return -1;
+	fd = fcntl(udirfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -1;
+	group_fds[ngroup++] = fd;
+	return 0;
+}
+
+int ovs_preserve_group_end(struct ovs_layer *l)
+{
+	int rc = 0;
+
+	if (group_layer != l)
+		return 0;
+	group_layer = NULL;
+	/* Each directory's fsync makes its entries as they are now durable:
+	 * all the group added, whatever the order. */
+	for (unsigned i = 0; i < ngroup; i++) {
+		if (rc == 0 && fsync(group_fds[i]) < 0)
+			rc = ovs_err(errno, "fsync upper directory: %m");
+		close(group_fds[i]);
+	}
+	ngroup = 0;
+	return rc;
 }
 
 /* ---- rule 3 ------------------------------------------------------------------ */

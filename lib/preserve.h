@@ -153,6 +153,18 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
  * as by ovs_preserve_object.  No-op if covered. */
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 		      const struct ovs_relpath *path);
+/* Rule 8 for several preserves guarding one change (both names of a
+ * rename): between begin and end, the calling thread's preserves into l
+ * fsync each upper directory they added entries to once, at the end,
+ * instead of after every entry.  end is due before the change reaches
+ * SRC, also after a failed preserve (it closes what it kept); it answers
+ * the first fsync error.  The group is the calling thread's; entries
+ * that are directories are still fsynced at once, so a parallel preserve
+ * never builds below a directory whose entry is not yet durable.  For
+ * changes whose objects and names no other preserve may touch meanwhile
+ * (the daemon holds their busy marks). */
+void ovs_preserve_group_begin(struct ovs_layer *l);
+int ovs_preserve_group_end(struct ovs_layer *l);
 /* Rule 3: before the (empty) directory at path is removed: its copy in the
  * layer exists and is opaque. */
 int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path);

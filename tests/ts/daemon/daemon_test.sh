@@ -73,6 +73,45 @@ test_file_operations() {
 		"$(stat -c %i "$SRC/file")" "$(ls -i "$SRC/file" | cut -d' ' -f1)"
 }
 
+# Rule 8 for a rename, whose two names are preserved into one upper
+# directory (the moving file's copy, a whiteout at the new name): both
+# entries are on disk before SRC changes, at one fsync of that directory
+# (issue 12: it was fsynced once per name).  The daemon's calls, traced:
+# after its last entry made in the upper (the copy moved in from work,
+# the whiteout linked) and before the renameat2 in SRC comes an fsync, and the
+# rename costs at most two (the copy's, the directory's), one on XFS.
+test_rename_preserves_durable_before_the_rename() {
+	local pid tracer trace fsyncs pending
+	ovs_require_cmd strace || return
+	pid=$(daemon_pid)
+	assertNotNull "the daemon's pid" "$pid" || return
+	trace=$OVS_TMP/rename.strace
+	strace -f -qq -e trace=fsync,renameat,renameat2,linkat -o "$trace" -p "$pid" &
+	tracer=$!
+	# Attached to every thread (one by one): none left untraced.
+	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	assertTrue "strace attached to every thread of the daemon" $?
+	mv "$SRC/file" "$SRC/moved" || fail "rename"
+	kill "$tracer"
+	wait "$tracer" 2>/dev/null
+	assertEquals "the new name" "original" "$(cat "$SRC/moved")"
+	awk '/renameat2\(.*"file".*"moved"/ { seen = 1 } END { exit !seen }' "$trace"
+	assertTrue "the rename reached SRC (trace: $(cat "$trace"))" $?
+	# The order in the trace, up to the rename in SRC.
+	awk '
+		/renameat2\(.*"file".*"moved"/ { exit }
+		/linkat\(|renameat2?\(/ { pending = 1 }
+		/fsync\(/ { n++; pending = 0 }
+		END { print n + 0, pending + 0 }' "$trace" >"$OVS_TMP/order"
+	read -r fsyncs pending <"$OVS_TMP/order"
+	assertEquals "an fsync after the last entry made in the upper, before the rename in SRC (trace: $(cat "$trace"))" 0 "$pending"
+	# XFS: the clone needs no fsync of its own (its log is ordered).
+	local most=2
+	[ "${FSTYPE:-xfs}" = xfs ] && most=1
+	assertTrue "both names preserved with at most $most fsyncs, not $fsyncs (trace: $(cat "$trace"))" \
+		"[ $fsyncs -ge 1 ] && [ $fsyncs -le $most ]"
+}
+
 test_caller_identity() {
 	# Other users must reach SRC (mktemp made $OVS_TMP private).
 	chmod o+x "$OVS_TMP" "$OVS_MNT"
