@@ -99,8 +99,8 @@ struct out {
 };
 
 /* The opening of the JSON object, printed with the first change (or
- * after the last one, when there is none): every change is known before
- * the first one is printed, so a failure prints nothing on stdout. */
+ * after the last one, when there is none), into the spool (below): a
+ * failure prints nothing on stdout. */
 static void json_head(struct out *o)
 {
 	if (!o->first)

@@ -3,16 +3,19 @@
  * live tree, computed from the layers (see diff.h for why that suffices).
  *
  * 1. Candidates: every entry of the layers U_A..U_B-1 (U_A..U_n for the
- *    live tree), found by the iterative walker; entries that hide what
- *    lies below them (whiteouts, non-directories, opaque directories) are
- *    marks.
+ *    live tree); entries that hide what lies below them (whiteouts,
+ *    non-directories, opaque directories) are marks.
  * 2. Below each mark, whatever B has there is a candidate too (a directory
  *    made after a removal, with everything in it).
+ *    Both are found by one walk of those layers (and of B's view below the
+ *    marks) together, a directory at a time, in path order, so nothing
+ *    but the directories on the current path is held (issue 13).
  * 3. Each candidate is resolved in A's stack and in B's (the library's
  *    resolver) and the two objects compared: type, then content, mode,
  *    owner, mtime and xattrs.  The same object (the same layer, or SRC in
  *    both stacks) is equal without a look.  Comparing states, not events,
- *    leaves out what was changed and changed back.
+ *    leaves out what was changed and changed back.  A change is handed to
+ *    the caller as soon as it is found.
  *
  * While the volume is active, its daemon may preserve a path into U_n and
  * then change SRC while we look at it.  An answer that read SRC for a path
