@@ -203,6 +203,11 @@ static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *ca
 
 		if (!strcmp(name, ".") || !strcmp(name, ".."))
 			continue;
+		/* a non-directory (a whiteout too) is a mark: no need to look */
+		if (de->d_type != DT_UNKNOWN && de->d_type != DT_DIR) {
+			rc = dent_add(&lv->ents, &lv->nents, cap, name, i, false, true);
+			continue;
+		}
 		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			rc = ovs_err(errno, "layer %" PRIu64 ": %s%s%s: %m", layer_id(w, i), path,
 				     *path ? "/" : "", name);
