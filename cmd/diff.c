@@ -529,7 +529,9 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 }
 
 /* Three fds per layer are open at once (one's own and the two stacks'),
- * up to 499 layers: more than the usual soft limit of 1024. */
+ * up to 499 layers: more than the usual soft limit of 1024; the walk
+ * adds one per directory on the path it reads, in each layer that holds
+ * that directory. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;

@@ -81,7 +81,9 @@ struct dent {
 
 #define B_VIEW SIZE_MAX
 
-/* A directory of the walk: its own in each layer, and its entries. */
+/* A directory of the walk: its own in each layer, and its entries.  So
+ * the walk holds an fd per directory on its path in each layer that has
+ * it, and the names of those directories (never their subtrees). */
 struct level {
 	int *fds;		/* [nl]: the directory in layer a + i, or -1 */
 	bool below_mark;	/* at or below a mark: B's view is a candidate */
