@@ -99,8 +99,8 @@ struct out {
 };
 
 /* The opening of the JSON object, printed with the first change (or
- * after the last one, when there is none): every change is known before
- * the first one is printed, so a failure prints nothing on stdout. */
+ * after the last one, when there is none), into the spool (below): a
+ * failure prints nothing on stdout. */
 static void json_head(struct out *o)
 {
 	if (!o->first)
@@ -389,11 +389,84 @@ static int print_change(const struct ovs_diff_change *c, void *arg)
 	return 0;
 }
 
+/*
+ * The changes are printed as the library finds them, into a spool (an
+ * unlinked file, not memory: a diff of a million changes must not hold
+ * them), and copied to stdout once the diff has succeeded: a failure
+ * prints nothing on stdout (ovsnap-diff(8) EXIT STATUS).  The printing
+ * code writes to stdout as always; stdout's fd is the spool meanwhile.
+ */
+struct spool {
+	int fd;			/* the spool */
+	int stdout_fd;		/* the real stdout while the spool stands in */
+};
+
+static int spool_begin(struct spool *sp)
+{
+	const char *dir = "/tmp";
+
+	sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (sp->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		FILE *f = tmpfile();	/* unlinked at once */
+
+		if (f) {
+			sp->fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+			fclose(f);
+		}
+	}
+	if (sp->fd < 0)
+		return ovs_err(errno, "spool for the changes in %s: %m", dir);
+	if (fflush(stdout) != 0)
+		return ovs_err(errno, "write error: %m");
+	sp->stdout_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+	if (sp->stdout_fd < 0 || dup2(sp->fd, STDOUT_FILENO) < 0) {
+		int err = errno;
+
+		if (sp->stdout_fd >= 0)
+			close(sp->stdout_fd);
+		sp->stdout_fd = -1;
+		return ovs_err(err, "spool for the changes: %m");
+	}
+	return 0;
+}
+
+/* Put the real stdout back; a failure to write the spool into *rc. */
+static void spool_end(struct spool *sp, int *rc)
+{
+	int err = fflush(stdout) != 0 || ferror(stdout) ? errno ? errno : EIO : 0;
+
+	clearerr(stdout);
+	if (dup2(sp->stdout_fd, STDOUT_FILENO) < 0 && !err)
+		err = errno;
+	close(sp->stdout_fd);
+	sp->stdout_fd = -1;
+	if (err && *rc == 0)
+		*rc = ovs_err(err, "spool for the changes: %s", strerror(err));
+}
+
+/* The spool onto stdout (write errors: the protected stdout's at exit). */
+static int spool_copy(struct spool *sp)
+{
+	char buf[1 << 16];
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(sp->fd, buf, sizeof(buf), off)) > 0) {
+		if (fwrite(buf, 1, n, stdout) != (size_t)n)
+			return 0;
+		off += n;
+	}
+	if (n < 0)
+		return ovs_err(errno, "read the spool of the changes: %m");
+	return 0;
+}
+
 static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 {
 	const char *src = ovs_volume_source(v);
 	const struct ovs_snapshot *a, *b = NULL;
 	struct out o = { .first = true };
+	struct spool sp = { .fd = -1, .stdout_fd = -1 };
 	uint64_t ida, idb;
 	int srcfd, rc;
 
@@ -433,22 +506,32 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 			return EXIT_FAIL;
 		}
 	}
-	rc = ovs_diff(v, ida, idb, srcfd, print_change, &o);
+	rc = spool_begin(&sp);
+	if (rc == 0) {
+		rc = ovs_diff(v, ida, idb, srcfd, print_change, &o);
+		if (rc == 0 && opt_json) {
+			json_head(&o);
+			fputs("]}\n", stdout);
+		}
+		spool_end(&sp, &rc);
+	}
 	caller_clear();
 	close(srcfd);
+	if (rc == 0)
+		rc = spool_copy(&sp);
+	if (sp.fd >= 0)
+		close(sp.fd);
 	if (rc < 0) {
 		ovs_error_lib(rc, "diff %s", src);
 		return EXIT_FAIL;
-	}
-	if (opt_json) {
-		json_head(&o);
-		fputs("]}\n", stdout);
 	}
 	return EXIT_OK;
 }
 
 /* Three fds per layer are open at once (one's own and the two stacks'),
- * up to 499 layers: more than the usual soft limit of 1024. */
+ * up to 499 layers: more than the usual soft limit of 1024; the walk
+ * adds one per directory on the path it reads, in each layer that holds
+ * that directory. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;

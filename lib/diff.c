@@ -3,16 +3,19 @@
  * live tree, computed from the layers (see diff.h for why that suffices).
  *
  * 1. Candidates: every entry of the layers U_A..U_B-1 (U_A..U_n for the
- *    live tree), found by the iterative walker; entries that hide what
- *    lies below them (whiteouts, non-directories, opaque directories) are
- *    marks.
+ *    live tree); entries that hide what lies below them (whiteouts,
+ *    non-directories, opaque directories) are marks.
  * 2. Below each mark, whatever B has there is a candidate too (a directory
  *    made after a removal, with everything in it).
+ *    Both are found by one walk of those layers (and of B's view below the
+ *    marks) together, a directory at a time, in path order, so nothing
+ *    but the directories on the current path is held (issue 13).
  * 3. Each candidate is resolved in A's stack and in B's (the library's
  *    resolver) and the two objects compared: type, then content, mode,
  *    owner, mtime and xattrs.  The same object (the same layer, or SRC in
  *    both stacks) is equal without a look.  Comparing states, not events,
- *    leaves out what was changed and changed back.
+ *    leaves out what was changed and changed back.  A change is handed to
+ *    the caller as soon as it is found.
  *
  * While the volume is active, its daemon may preserve a path into U_n and
  * then change SRC while we look at it.  An answer that read SRC for a path
@@ -42,11 +45,6 @@
 
 #define RESOLVE_STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)
 
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
 struct diff {
 	struct ovs_volume *v;
 	size_t a, b, n;		/* registry indices; b == n: the live tree */
@@ -55,212 +53,365 @@ struct diff {
 	bool active;		/* a daemon may be writing U_n */
 	bool dir_mtimes;	/* report directories whose mtime alone differs */
 	struct ovs_rstack *sa, *sb;	/* A's and B's stacks */
-	struct strv cands, marks;
-	uint64_t walking;	/* id of the layer being walked (messages) */
-	struct ovs_diff_change *changes;
-	size_t nchanges, capchanges;
+	ovs_diff_fn fn;
+	void *arg;
 };
 
-/* ---- paths -------------------------------------------------------------------- */
+/* ---- 1. and 2. the candidates, one directory at a time ------------------------ */
 
-static int strv_add(struct strv *s, const char *p)
+/*
+ * The candidates are walked as one tree: the union of the layers
+ * U_A..U_B-1 (each read where it has a directory), and at or below a
+ * mark (an entry hiding what lies below it), B's view too.  Each
+ * directory's entries are read in full, sorted by name and merged, and
+ * each name is compared before its subdirectory is entered: a preorder
+ * with names in strcmp() order is the order of full paths compared
+ * component by component ("a", "a/b", "a b", "a-b", "a.b"), so changes
+ * come out in the order a global sort of the paths gave, while memory
+ * holds only the directories on the current path, never the tree.
+ */
+
+/* An entry of the directory being walked, in one layer or in B's view. */
+struct dent {
+	char *name;
+	size_t layer;		/* 0..nl-1: layer a + layer; B_VIEW: B's view */
+	bool dir;		/* a directory there: its entries are candidates */
+	bool mark;		/* hides what lies below it in older layers */
+};
+
+#define B_VIEW SIZE_MAX
+
+/* A directory of the walk: its own in each layer, and its entries.  So
+ * the walk holds an fd per directory on its path in each layer that has
+ * it, and the names of those directories (never their subtrees). */
+struct level {
+	int *fds;		/* [nl]: the directory in layer a + i, or -1 */
+	bool below_mark;	/* at or below a mark: B's view is a candidate */
+	bool b_dir;		/* B shows a directory here */
+	struct dent *ents;	/* sorted by name, then layer */
+	size_t nents, next;
+	size_t pathlen;		/* its path's length in the path buffer */
+};
+
+struct walk {
+	struct diff *d;
+	size_t nl;		/* layers walked: b - a */
+	struct level *st;
+	size_t depth, cap;
+	char *path;		/* the current path, growing */
+	size_t pathcap;
+};
+
+static int path_reserve(struct walk *w, size_t len)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 256;
-		char **v = realloc(s->v, cap * sizeof(*v));
+	if (len < w->pathcap)
+		return 0;
+	size_t cap = w->pathcap ? w->pathcap : 256;
+	char *p;
 
-		if (!v)
-			return ovs_err(ENOMEM, "diff: out of memory");
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->n] = strdup(p);
-	if (!s->v[s->n])
+	while (cap <= len)
+		cap *= 2;
+	p = realloc(w->path, cap);
+	if (!p)
 		return ovs_err(ENOMEM, "diff: out of memory");
-	s->n++;
+	w->path = p;
+	w->pathcap = cap;
 	return 0;
 }
 
-static void strv_free(struct strv *s)
+/* The path buffer holds the directory at len; append /name. */
+static int path_push(struct walk *w, size_t len, const char *name)
 {
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	s->v = NULL;
-	s->n = s->cap = 0;
-}
+	size_t nlen = strlen(name);
+	int rc = path_reserve(w, len + 1 + nlen);
 
-/* Path order: component by component ("a/b" before "a.b"), so that a
- * directory's entries follow it. */
-static int path_cmp(const char *x, const char *y)
-{
-	for (;; x++, y++) {
-		int cx = *x == '/' ? 1 : *x ? (unsigned char)*x + 2 : 0;
-		int cy = *y == '/' ? 1 : *y ? (unsigned char)*y + 2 : 0;
-
-		if (cx != cy || !cx)
-			return cx - cy;
-	}
-}
-
-static int path_qcmp(const void *a, const void *b)
-{
-	return path_cmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sort and drop duplicates. */
-static void strv_sort_unique(struct strv *s)
-{
-	size_t out = 0;
-
-	qsort(s->v, s->n, sizeof(*s->v), path_qcmp);
-	for (size_t i = 0; i < s->n; i++) {
-		if (out && strcmp(s->v[out - 1], s->v[i]) == 0) {
-			free(s->v[i]);
-			continue;
-		}
-		s->v[out++] = s->v[i];
-	}
-	s->n = out;
-}
-
-/* 1 if path lies strictly below dir. */
-static bool path_below(const char *path, const char *dir)
-{
-	size_t len = strlen(dir);
-
-	return !*dir ? *path != 0 : strncmp(path, dir, len) == 0 && path[len] == '/';
-}
-
-/* ---- 1. the entries of the layers -------------------------------------------- */
-
-static int layer_entry(void *arg, struct ovs_walk_dir *dir, const char *name, const char *path,
-		       struct ovs_walk_dir *child)
-{
-	struct diff *d = arg;
-	struct stat st;
-	int opaque, rc;
-
-	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return ovs_err(errno, "layer %" PRIu64 ": %s: %m", d->walking, path);
-	rc = strv_add(&d->cands, path);
 	if (rc < 0)
 		return rc;
-	if (ovl_is_whiteout(&st) || !S_ISDIR(st.st_mode))
-		return strv_add(&d->marks, path);
-	if (ovs_lgetxattrat(dir->fd, name, OVL_XATTR_REDIRECT, NULL, 0) >= 0)
-		return ovs_err(EUCLEAN, "layer %" PRIu64 ": %s has a redirect, which ovsnap "
-			       "never writes (see ovsnap fsck)", d->walking, path);
-	opaque = ovl_is_opaque_at(dir->fd, name);
-	if (opaque < 0)
-		return opaque;
-	if (opaque) {
-		rc = strv_add(&d->marks, path);
-		if (rc < 0)
-			return rc;
-	}
-	/* O_NOATIME: reading a layer must not change it */
-	child->fd = openat(dir->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
-			   O_NOATIME);
-	if (child->fd < 0)
-		return ovs_err(errno, "layer %" PRIu64 ": open %s: %m", d->walking, path);
-	child->aux = -1;
-	return OVS_WALK_DESCEND;
-}
-
-static int layer_read_error(void *arg, struct ovs_walk_dir *dir, const char *path, int err)
-{
-	struct diff *d = arg;
-
-	(void)dir;
-	return ovs_err(-err, "layer %" PRIu64 ": read %s: %s", d->walking, *path ? path : ".",
-		       strerror(-err));
-}
-
-static const struct ovs_walk_ops layer_walk_ops = {
-	.entry = layer_entry,
-	.read_error = layer_read_error,
-};
-
-static int walk_layer(struct diff *d, size_t idx)
-{
-	struct ovs_walk_dir root = { .aux = -1 };
-
-	d->walking = ovs_snapshot_at(d->v, idx)->id;
-	root.fd = openat(d->fds[idx - d->a], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-	if (root.fd < 0)
-		return ovs_err(errno, "layer %" PRIu64 ": open: %m", d->walking);
-	return ovs_walk(&root, "", &layer_walk_ops, d);
-}
-
-/* ---- 2. what B holds below a hiding entry -------------------------------------- */
-
-static int join(const char *dir, const char *name, char **out)
-{
-	if (asprintf(out, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
-		return ovs_err(ENOMEM, "diff: out of memory");
+	if (len)
+		w->path[len++] = '/';
+	memcpy(w->path + len, name, nlen + 1);
 	return 0;
 }
 
-/* Every path below mark in B's view, depth first with an explicit stack. */
-static int add_b_subtree(struct diff *d, const char *mark)
+static uint64_t layer_id(const struct walk *w, size_t i)
 {
-	struct strv todo = { 0 };
-	struct ovs_rentry e;
-	int rc = ovs_resolve_lookup(d->sb, mark, &e);
+	return ovs_snapshot_at(w->d->v, w->d->a + i)->id;
+}
 
-	if (rc == -ENOTDIR)
-		return 0;
-	if (rc < 0 || e.kind != OVS_R_ENTRY || !S_ISDIR(e.st.st_mode))
-		return rc < 0 ? rc : 0;
-	rc = strv_add(&todo, mark);
-	while (rc == 0 && todo.n) {
-		char *dir = todo.v[--todo.n];
-		struct ovs_rdirent *ents;
-		size_t cnt;
+static void level_free(struct walk *w, struct level *lv)
+{
+	for (size_t i = 0; lv->fds && i < w->nl; i++)
+		if (lv->fds[i] >= 0)
+			close(lv->fds[i]);
+	free(lv->fds);
+	for (size_t i = 0; i < lv->nents; i++)
+		free(lv->ents[i].name);
+	free(lv->ents);
+	memset(lv, 0, sizeof(*lv));
+}
 
-		rc = ovs_resolve_readdir(d->sb, dir, &ents, &cnt);
-		if (rc == -ENOENT || rc == -ENOTDIR) {
-			/* gone from the live tree meanwhile */
-			free(dir);
-			rc = 0;
+static int dent_add(struct dent **v, size_t *n, size_t *cap, const char *name, size_t layer,
+		    bool dir, bool mark)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		struct dent *nv = realloc(*v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		*v = nv;
+		*cap = ncap;
+	}
+	(*v)[*n].name = strdup(name);
+	if (!(*v)[*n].name)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	(*v)[*n].layer = layer;
+	(*v)[*n].dir = dir;
+	(*v)[*n].mark = mark;
+	(*n)++;
+	return 0;
+}
+
+static int dent_cmp(const void *x, const void *y)
+{
+	const struct dent *a = x, *b = y;
+	int c = strcmp(a->name, b->name);
+
+	if (c)
+		return c;
+	return a->layer < b->layer ? -1 : a->layer > b->layer;
+}
+
+/* The entries of layer i's directory fd (at path) into lv. */
+static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *cap)
+{
+	const char *path = w->path;
+	int fd = lv->fds[i], dfd = dup(fd), rc = 0;
+	struct dirent *de;
+	DIR *dir;
+
+	if (dfd < 0 || !(dir = fdopendir(dfd))) {
+		rc = -errno;
+		if (dfd >= 0)
+			close(dfd);
+		return ovs_err(-rc, "layer %" PRIu64 ": read %s: %s", layer_id(w, i),
+			       *path ? path : ".", strerror(-rc));
+	}
+	while (rc == 0 && (errno = 0, de = readdir(dir))) {
+		const char *name = de->d_name;
+		bool dir_here = false, mark = false;
+		struct stat st;
+		int opaque;
+
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		/* a non-directory (a whiteout too) is a mark: no need to look */
+		if (de->d_type != DT_UNKNOWN && de->d_type != DT_DIR) {
+			rc = dent_add(&lv->ents, &lv->nents, cap, name, i, false, true);
 			continue;
 		}
-		for (size_t i = 0; rc == 0 && i < cnt; i++) {
-			char *p;
-
-			rc = join(dir, ents[i].name, &p);
-			if (rc < 0)
-				break;
-			rc = strv_add(&d->cands, p);
-			if (rc == 0 && S_ISDIR(ents[i].e.st.st_mode))
-				rc = strv_add(&todo, p);
-			free(p);
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = ovs_err(errno, "layer %" PRIu64 ": %s%s%s: %m", layer_id(w, i), path,
+				     *path ? "/" : "", name);
+			break;
 		}
-		if (ents)
-			ovs_resolve_dirents_free(ents, cnt);
-		free(dir);
+		if (ovl_is_whiteout(&st) || !S_ISDIR(st.st_mode)) {
+			mark = true;
+		} else if (ovs_lgetxattrat(fd, name, OVL_XATTR_REDIRECT, NULL, 0) >= 0) {
+			rc = ovs_err(EUCLEAN, "layer %" PRIu64 ": %s%s%s has a redirect, which "
+				     "ovsnap never writes (see ovsnap fsck)", layer_id(w, i), path,
+				     *path ? "/" : "", name);
+			break;
+		} else {
+			opaque = ovl_is_opaque_at(fd, name);
+			if (opaque < 0) {
+				rc = opaque;
+				break;
+			}
+			mark = opaque;
+			dir_here = true;
+		}
+		rc = dent_add(&lv->ents, &lv->nents, cap, name, i, dir_here, mark);
 	}
-	strv_free(&todo);
+	if (rc == 0 && errno) {
+		rc = -errno;
+		ovs_err(-rc, "layer %" PRIu64 ": read %s: %s", layer_id(w, i), *path ? path : ".",
+			strerror(-rc));
+	}
+	closedir(dir);
 	return rc;
 }
 
-static int add_marked_subtrees(struct diff *d)
+/* What B shows in the directory at the path (below a mark: all new). */
+static int read_b_dir(struct walk *w, struct level *lv, size_t *cap)
 {
-	const char *last = NULL;
+	struct ovs_rdirent *ents;
+	size_t cnt;
+	int rc = ovs_resolve_readdir(w->d->sb, w->path, &ents, &cnt);
+
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;	/* gone from the live tree meanwhile */
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < cnt; i++)
+		rc = dent_add(&lv->ents, &lv->nents, cap, ents[i].name, B_VIEW,
+			      S_ISDIR(ents[i].e.st.st_mode), false);
+	if (ents)
+		ovs_resolve_dirents_free(ents, cnt);
+	return rc;
+}
+
+/* Read lv, whose path is in the path buffer: every layer's entries, and
+ * below a mark B's, sorted. */
+static int level_read(struct walk *w, struct level *lv)
+{
+	size_t cap = 0;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < w->nl; i++)
+		if (lv->fds[i] >= 0)
+			rc = read_layer_dir(w, lv, i, &cap);
+	if (rc == 0 && lv->below_mark && lv->b_dir)
+		rc = read_b_dir(w, lv, &cap);
+	if (rc == 0 && lv->nents)
+		qsort(lv->ents, lv->nents, sizeof(*lv->ents), dent_cmp);
+	return rc;
+}
+
+static int level_push(struct walk *w, struct level **out)
+{
+	struct level *lv;
+
+	if (w->depth == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 16;
+		struct level *st = realloc(w->st, cap * sizeof(*st));
+
+		if (!st)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		w->st = st;
+		w->cap = cap;
+	}
+	lv = &w->st[w->depth];
+	memset(lv, 0, sizeof(*lv));
+	lv->fds = malloc(w->nl * sizeof(int));
+	if (!lv->fds)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	for (size_t i = 0; i < w->nl; i++)
+		lv->fds[i] = -1;
+	w->depth++;
+	*out = lv;
+	return 0;
+}
+
+static int compare_path(struct diff *d, const char *path);
+
+/*
+ * The entries of parent named ents[0..cnt) (one name, the path in the
+ * buffer): into it, when a layer has a directory there or B's view is
+ * a candidate and B shows one.
+ */
+static int enter(struct walk *w, size_t parent, size_t first, size_t cnt)
+{
+	struct level *lv;
+	struct dent *ents = w->st[parent].ents + first;
+	bool below = w->st[parent].below_mark, b_dir = false, any = false;
 	int rc;
 
-	strv_sort_unique(&d->marks);
-	for (size_t i = 0; i < d->marks.n; i++) {
-		/* below an earlier mark: already enumerated with it */
-		if (last && path_below(d->marks.v[i], last))
-			continue;
-		last = d->marks.v[i];
-		rc = add_b_subtree(d, last);
-		if (rc < 0)
-			return rc;
+	for (size_t k = 0; k < cnt; k++) {
+		if (ents[k].layer == B_VIEW)
+			b_dir = ents[k].dir;
+		else
+			below |= ents[k].mark;
+		any |= ents[k].layer != B_VIEW && ents[k].dir;
 	}
-	return 0;
+	if (below && !w->st[parent].below_mark) {
+		/* the mark itself: what does B show there? */
+		struct ovs_rentry e;
+
+		rc = ovs_resolve_lookup(w->d->sb, w->path, &e);
+		if (rc < 0 && rc != -ENOTDIR)
+			return rc;
+		b_dir = rc == 0 && e.kind == OVS_R_ENTRY && S_ISDIR(e.st.st_mode);
+	}
+	if (!any && !(below && b_dir))
+		return 0;
+	rc = level_push(w, &lv);
+	if (rc < 0)
+		return rc;
+	/* w->st may have moved */
+	ents = w->st[parent].ents + first;
+	lv->below_mark = below;
+	lv->b_dir = b_dir;
+	lv->pathlen = strlen(w->path);
+	for (size_t k = 0; k < cnt; k++) {
+		size_t i = ents[k].layer;
+
+		if (i == B_VIEW || !ents[k].dir)
+			continue;
+		/* O_NOATIME: reading a layer must not change it */
+		lv->fds[i] = openat(w->st[parent].fds[i], ents[k].name, O_RDONLY | O_DIRECTORY |
+				    O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+		if (lv->fds[i] < 0)
+			return ovs_err(errno, "layer %" PRIu64 ": open %s: %m", layer_id(w, i),
+				       w->path);
+	}
+	return level_read(w, lv);
+}
+
+/* Walk the candidates from SRC's root, comparing each as it comes. */
+static int walk_candidates(struct diff *d)
+{
+	struct walk w = { .d = d, .nl = d->b - d->a };
+	struct level *root;
+	int rc;
+
+	if (!w.nl)
+		return 0;	/* the same snapshot: no layer, no change */
+	rc = path_reserve(&w, 0);
+	if (rc == 0) {
+		w.path[0] = 0;
+		rc = level_push(&w, &root);
+	}
+	for (size_t i = 0; rc == 0 && i < w.nl; i++) {
+		root->fds[i] = openat(d->fds[i], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+				      O_NOATIME);
+		if (root->fds[i] < 0)
+			rc = ovs_err(errno, "layer %" PRIu64 ": open: %m", layer_id(&w, i));
+	}
+	/* SRC's root: its metadata lives in every layer's root */
+	if (rc == 0)
+		rc = compare_path(d, "");
+	if (rc == 0)
+		rc = level_read(&w, root);
+	while (rc == 0 && w.depth) {
+		size_t top = w.depth - 1, first, cnt;
+		struct level *lv = &w.st[top];
+
+		if (lv->next == lv->nents) {
+			level_free(&w, lv);
+			w.depth--;
+			if (w.depth)
+				w.path[w.st[w.depth - 1].pathlen] = 0;
+			continue;
+		}
+		first = lv->next;
+		for (cnt = 1; first + cnt < lv->nents &&
+			      !strcmp(lv->ents[first + cnt].name, lv->ents[first].name); cnt++)
+			;
+		lv->next += cnt;
+		rc = path_push(&w, lv->pathlen, lv->ents[first].name);
+		if (rc == 0)
+			rc = compare_path(d, w.path);
+		if (rc == 0)
+			rc = enter(&w, top, first, cnt);
+		if (rc == 0 && w.depth == top + 1)
+			w.path[lv->pathlen] = 0;	/* not entered */
+	}
+	while (w.depth)
+		level_free(&w, &w.st[--w.depth]);
+	free(w.st);
+	free(w.path);
+	return rc;
 }
 
 /* ---- 3. comparing two objects --------------------------------------------- */
@@ -641,28 +792,14 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
-static int add_change(struct diff *d, const char *path, enum ovs_diff_kind kind,
-		      mode_t from, mode_t to, unsigned fields)
+/* Hand a change to the caller. */
+static int report_change(struct diff *d, const char *path, enum ovs_diff_kind kind,
+			 mode_t from, mode_t to, unsigned fields)
 {
-	struct ovs_diff_change *c;
+	struct ovs_diff_change c = { .path = path, .kind = kind, .from_mode = from,
+				     .to_mode = to, .fields = fields };
 
-	if (d->nchanges == d->capchanges) {
-		size_t cap = d->capchanges ? d->capchanges * 2 : 64;
-
-		c = realloc(d->changes, cap * sizeof(*c));
-		if (!c)
-			return ovs_err(ENOMEM, "diff: out of memory");
-		d->changes = c;
-		d->capchanges = cap;
-	}
-	c = &d->changes[d->nchanges];
-	c->path = path;		/* the candidate's string, freed with them */
-	c->kind = kind;
-	c->from_mode = from;
-	c->to_mode = to;
-	c->fields = fields;
-	d->nchanges++;
-	return 0;
+	return d->fn(&c, d->arg);
 }
 
 /* Resolve path in s: 1 and *g (the global layer index) when visible. */
@@ -736,7 +873,7 @@ static int compare_path(struct diff *d, const char *path)
 		}
 		if (!report)
 			return 0;
-		return add_change(d, path, kind, in_a ? ea.st.st_mode : 0,
+		return report_change(d, path, kind, in_a ? ea.st.st_mode : 0,
 				  in_b ? eb.st.st_mode : 0, fields);
 	}
 }
@@ -780,7 +917,7 @@ static int diff_run(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd,
 		    bool dir_mtimes, ovs_diff_fn fn, void *arg)
 {
 	struct diff d = { .v = v, .srcfd = srcfd, .n = ovs_snapshot_count(v),
-			  .dir_mtimes = dir_mtimes };
+			  .dir_mtimes = dir_mtimes, .fn = fn, .arg = arg };
 	int rc;
 
 	rc = index_of(v, from, &d.a);
@@ -797,24 +934,8 @@ static int diff_run(struct ovs_volume *v, uint64_t from, uint64_t to, int srcfd,
 	rc = open_stacks(&d);
 	if (rc < 0)
 		goto out;
-	/* SRC's root: its metadata lives in every layer's root */
-	if (d.a < d.b)
-		rc = strv_add(&d.cands, "");
-	for (size_t i = d.a; rc == 0 && i < d.b; i++)
-		rc = walk_layer(&d, i);
-	if (rc == 0)
-		rc = add_marked_subtrees(&d);
-	if (rc < 0)
-		goto out;
-	strv_sort_unique(&d.cands);
-	for (size_t i = 0; rc == 0 && i < d.cands.n; i++)
-		rc = compare_path(&d, d.cands.v[i]);
-	for (size_t i = 0; rc == 0 && i < d.nchanges; i++)
-		rc = fn(&d.changes[i], arg);
+	rc = walk_candidates(&d);
 out:
-	free(d.changes);
-	strv_free(&d.cands);
-	strv_free(&d.marks);
 	ovs_rstack_free(d.sa);
 	ovs_rstack_free(d.sb);
 	if (d.fds)

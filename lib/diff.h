@@ -46,15 +46,22 @@ struct ovs_diff_change {
 	unsigned fields;	/* OVS_DIFF_* of a modified object */
 };
 
-/* Called once per change, in path order; a non-zero return stops. */
+/* Called once per change, in path order, as the changes are found (the
+ * change and its path last only for the call); a non-zero return stops. */
 typedef int (*ovs_diff_fn)(const struct ovs_diff_change *c, void *arg);
 
 /*
  * The changes from snapshot from to snapshot to (a newer one, the same
  * one, or OVS_DIFF_LIVE) of the locked, loaded volume v.  srcfd is SRC's
  * real directory (below the snapshot mount: ovs_open_real_source()).
- * Every change is found before the first call of fn, so an error never
- * follows a partial answer.  A directory whose only difference is its
+ * The layers are walked one directory at a time, each change handed to
+ * fn as soon as it is found: memory follows the directories on the path
+ * being walked, never the number of changes.  So an error may follow
+ * calls of fn: a caller that must answer all or nothing keeps what fn
+ * got aside (ovsnap diff spools it to a file) until 0 is returned.
+ * The order is that of the paths compared component by component
+ * ("a", "a/b", "a b", "a.b"): a directory's entries follow it.
+ * A directory whose only difference is its
  * mtime is left out (creating or removing a name inside changes it; the
  * name itself is reported).  -EINVAL when from is newer than to.
  */
