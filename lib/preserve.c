@@ -432,9 +432,11 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 		return 0;
 	group_layer = NULL;
 	/* Each directory's fsync makes its entries as they are now durable:
-	 * all the group added, whatever the order. */
+	 * all the group added, whatever the order.  Every one is tried even
+	 * after a failure: a retry of the change finds the entries in place,
+	 * takes them as covered and defers nothing. */
 	for (unsigned i = 0; i < ngroup; i++) {
-		if (rc == 0 && fsync(group_fds[i]) < 0)
+		if (fsync(group_fds[i]) < 0 && rc == 0)
 			rc = ovs_err(errno, "fsync upper directory: %m");
 		close(group_fds[i]);
 	}
@@ -723,8 +725,10 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 			return rc;
 		}
 		/* One syncfs at the end instead of an fsync per parent
-		 * entry: files are still fsynced before they are moved in,
-		 * and each directory before it is marked opaque.  The walk's
+		 * entry: files with copied bytes are still fsynced before
+		 * they are moved in (clones on XFS are forced by the log,
+		 * build_regular), and each directory before it is marked
+		 * opaque.  The walk's
 		 * paths are relative to the renamed directory. */
 		l->batch = true;
 		rc = ovs_walk(&root, "", &merge_ops, &w);
