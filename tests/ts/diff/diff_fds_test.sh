@@ -53,4 +53,34 @@ test_deep_path_in_a_long_chain_under_1024_fds() {
 	assertEquals "restore: the file as in snapshot 1" 0 "$(cat "$SRC/$rel/f")"
 }
 
+# The same with a path longer than PATH_MAX (rule 18): 28 names of 200
+# bytes, and the directory made afterwards 21 levels down, so the one
+# opened again lies more than PATH_MAX bytes below the nearest directory
+# the walk kept open.
+test_deep_path_longer_than_path_max() {
+	local depth=28 snaps=40 rel="" mid="" c i want
+
+	for ((i = 1; i <= depth; i++)); do
+		c=$(printf 'd%02d%0197d' "$i" 0)
+		rel=$rel${rel:+/}$c
+		((i == 21)) && mid=$rel
+	done
+	assertTrue "longer than PATH_MAX" "[ ${#mid} -gt 4096 ]"
+	# in steps: no single system call takes such a path
+	(cd "$SRC" && for c in ${rel//\// }; do mkdir "$c" && cd "$c" || exit 1; done &&
+		echo 0 >f) || fail "mkdir"
+	for ((i = 1; i <= snaps; i++)); do
+		ovs_run "$OVSNAP" take "$SRC"
+		assertEquals "take $i: $(ovs_ran)" "$i" "$OVS_OUT"
+		(cd "$SRC" && for c in ${rel//\// }; do cd "$c" || exit 1; done && echo "$i" >>f) ||
+			fail "append $i"
+	done
+	(cd "$SRC" && for c in ${mid//\// }; do cd "$c" || exit 1; done && mkdir zz &&
+		echo g >zz/g) || fail "zz"
+	want=$(printf 'M\t%s/f\n+\t%s/zz\n+\t%s/zz/g' "$rel" "$mid" "$mid")
+	limited diff "$SRC" 1
+	assertEquals "diff 1: $(ovs_ran | head -c 300)" 0 "$OVS_RC"
+	assertTrue "diff 1: changes" '[ "$want" = "$OVS_OUT" ]'
+}
+
 . "$SHUNIT2"
