@@ -4,6 +4,7 @@
 # is read-only or fills up (then the diff runs again into memory); the
 # output is the same wherever they wait.  A delegated diff (root's work
 # for a user) caps its spool and fails with one line beyond the cap.
+# The volume lock is let go before the changes are written out.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
@@ -57,6 +58,32 @@ test_tmp_fills_up() {
 	in_tmpfs size=32k diff --json "$SRC" 1
 	assertEquals "json: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertEquals "json: one object" 1 "$(wc -l <<<"$OVS_OUT")"
+}
+
+# Once the diff is complete the lock is let go: a reader that stalls
+# (a pager) with more than a pipe's worth of changes holds up no take.
+test_lock_let_go_before_printing() {
+	local pid i
+
+	mkfifo "$OVS_TMP/fifo" || fail "mkfifo"
+	"$OVSNAP" diff "$SRC" 1 >"$OVS_TMP/fifo" 2>"$OVS_TMP/diff.err" &
+	pid=$!
+	exec 9<"$OVS_TMP/fifo"
+	# (anon_)pipe_write: blocked on the full pipe
+	for ((i = 0; i < 100; i++)); do
+		[[ "$(cat /proc/$pid/wchan 2>/dev/null)" = *pipe_write ]] && break
+		sleep 0.1
+	done
+	assertTrue "the diff waits for its reader: $(cat /proc/$pid/wchan)" \
+		"[[ \"\$(cat /proc/$pid/wchan)\" = *pipe_write ]]"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take meanwhile: $(ovs_ran)" 2 "$OVS_OUT"
+	timeout 20 cat <&9 >"$OVS_TMP/got" &
+	wait "$pid"
+	assertEquals "diff: exit: $(cat "$OVS_TMP/diff.err")" 0 "$?"
+	exec 9<&-
+	wait
+	assertEquals "diff: the changes" "$WANT" "$(cat "$OVS_TMP/got")"
 }
 
 # The cap (256 MiB) made small by a test hook; the diff run as the
