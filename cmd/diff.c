@@ -15,6 +15,8 @@
 #include <grp.h>
 #include <linux/openat2.h>
 #include <pwd.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -92,11 +94,16 @@ static void print_path(const char *p)
 	}
 }
 
+struct spool;
+
 struct out {
 	bool first;
 	const char *src;
 	uint64_t from, to;
+	struct spool *sp;	/* stdout's fd is its meanwhile */
 };
+
+static int spool_check(struct spool *sp);
 
 /* The opening of the JSON object, printed with the first change (or
  * after the last one, when there is none), into the spool (below): a
@@ -353,7 +360,7 @@ static int print_change(const struct ovs_diff_change *c, void *arg)
 		printf("%c\t", kind_marks[c->kind]);
 		print_path(c->path);
 		putchar('\n');
-		return 0;
+		return spool_check(o->sp);
 	}
 	json_head(o);
 	fputs(o->first ? "{\"path\": " : ", {\"path\": ", stdout);
@@ -386,7 +393,7 @@ static int print_change(const struct ovs_diff_change *c, void *arg)
 	}
 	}
 	putchar('}');
-	return 0;
+	return spool_check(o->sp);
 }
 
 /*
@@ -395,27 +402,84 @@ static int print_change(const struct ovs_diff_change *c, void *arg)
  * them), and copied to stdout once the diff has succeeded: a failure
  * prints nothing on stdout (ovsnap-diff(8) EXIT STATUS).  The printing
  * code writes to stdout as always; stdout's fd is the spool meanwhile.
+ *
+ * The spool is an unlinked file in /tmp; where /tmp cannot hold it (read
+ * only, full, over quota) it is a memory file (memfd), and a diff whose
+ * /tmp spool filled up is run again into one.
+ *
+ * A delegated diff runs as root for a user (ovsnap-delegate(8)) with no
+ * RLIMIT_FSIZE, and its output can grow with the square of what the user
+ * made (a deep chain of long names below a whiteout prints every name's
+ * full path): root's spool is capped at DELEGATED_SPOOL_MAX_MIB, by
+ * RLIMIT_FSIZE while the diff runs (SIGXFSZ ignored: a write past it
+ * fails with EFBIG), and the diff fails with one line beyond it.
  */
+#define DELEGATED_SPOOL_MAX_MIB	256
+
 struct spool {
 	int fd;			/* the spool */
 	int stdout_fd;		/* the real stdout while the spool stands in */
+	bool in_memory;		/* a memfd, not a file in /tmp */
+	int write_err;		/* a write to the spool failed with it */
+	bool capped;		/* RLIMIT_FSIZE set to the cap, SIGXFSZ ignored */
+	off_t cap;		/* bytes; 0: none */
+	struct rlimit fsize;	/* RLIMIT_FSIZE before */
+	struct sigaction xfsz;	/* SIGXFSZ's action before */
 };
 
-static int spool_begin(struct spool *sp)
+/* The cap in bytes: DELEGATED_SPOOL_MAX_MIB, or with OVSNAPD_TEST_HOOKS=1
+ * OVSNAP_TEST_DIFF_SPOOL_MAX bytes (the tests' hook: the delegate clears
+ * the environment, so only a direct run with OVSNAP_DELEGATED_UID has it). */
+static off_t spool_cap(void)
+{
+	const char *h = getenv("OVSNAPD_TEST_HOOKS"), *t = getenv("OVSNAP_TEST_DIFF_SPOOL_MAX");
+
+	if (ovs_delegated_uid() < 0)
+		return 0;
+	if (h && strcmp(h, "1") == 0 && t && strtoll(t, NULL, 10) > 0)
+		return strtoll(t, NULL, 10);
+	return (off_t)DELEGATED_SPOOL_MAX_MIB << 20;
+}
+
+/* Where /tmp cannot hold the spool, memory can. */
+static bool tmp_cannot_hold(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EROFS;
+}
+
+static int spool_open(struct spool *sp)
 {
 	const char *dir = "/tmp";
 
-	sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (sp->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
-		FILE *f = tmpfile();	/* unlinked at once */
+	sp->fd = -1;
+	if (!sp->in_memory) {
+		sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (sp->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+			FILE *f = tmpfile();	/* unlinked at once */
 
-		if (f) {
-			sp->fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
-			fclose(f);
+			if (f) {
+				sp->fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+				fclose(f);
+			}
 		}
+		if (sp->fd >= 0)
+			return 0;
+		/* not there, not writable, full: memory */
+		sp->in_memory = true;
 	}
+	sp->fd = memfd_create("ovsnap-diff", MFD_CLOEXEC);
 	if (sp->fd < 0)
-		return ovs_err(errno, "spool for the changes in %s: %m", dir);
+		return ovs_err(errno, "spool for the changes in %s or in memory: %m", dir);
+	return 0;
+}
+
+static int spool_begin(struct spool *sp)
+{
+	int rc = spool_open(sp);
+
+	if (rc < 0)
+		return rc;
+	sp->write_err = 0;
 	if (fflush(stdout) != 0)
 		return ovs_err(errno, "write error: %m");
 	sp->stdout_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
@@ -427,7 +491,29 @@ static int spool_begin(struct spool *sp)
 		sp->stdout_fd = -1;
 		return ovs_err(err, "spool for the changes: %m");
 	}
+	sp->cap = spool_cap();
+	if (sp->cap && getrlimit(RLIMIT_FSIZE, &sp->fsize) == 0) {
+		struct rlimit lim = sp->fsize;
+		struct sigaction ign = { .sa_handler = SIG_IGN };
+
+		if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > (rlim_t)sp->cap)
+			lim.rlim_cur = sp->cap;
+		sigemptyset(&ign.sa_mask);
+		if (sigaction(SIGXFSZ, &ign, &sp->xfsz) == 0) {
+			sp->capped = true;
+			setrlimit(RLIMIT_FSIZE, &lim);
+		}
+	}
 	return 0;
+}
+
+/* Called after each change printed: a failed write stops the diff. */
+static int spool_check(struct spool *sp)
+{
+	if (!ferror(stdout))
+		return 0;
+	sp->write_err = errno ? errno : EIO;
+	return -sp->write_err;
 }
 
 /* Put the real stdout back; a failure to write the spool into *rc. */
@@ -440,7 +526,24 @@ static void spool_end(struct spool *sp, int *rc)
 		err = errno;
 	close(sp->stdout_fd);
 	sp->stdout_fd = -1;
-	if (err && *rc == 0)
+	if (sp->capped) {
+		setrlimit(RLIMIT_FSIZE, &sp->fsize);
+		sigaction(SIGXFSZ, &sp->xfsz, NULL);
+		sp->capped = false;
+	}
+	if (*rc != 0 && !(sp->write_err && *rc == -sp->write_err))
+		return;		/* the diff's own failure */
+	if (sp->write_err)
+		err = sp->write_err;
+	if (!err)
+		return;
+	sp->write_err = err;
+	if (err == EFBIG && sp->cap)
+		*rc = ovs_err(err, "diff output larger than %lld MiB; ask an administrator to "
+			      "run it", (long long)((sp->cap + (1 << 20) - 1) >> 20));
+	else if (tmp_cannot_hold(err) && !sp->in_memory)
+		*rc = -err;	/* run again into memory */
+	else
 		*rc = ovs_err(err, "spool for the changes: %s", strerror(err));
 }
 
@@ -506,17 +609,30 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 			return EXIT_FAIL;
 		}
 	}
-	rc = spool_begin(&sp);
-	if (rc == 0) {
-		rc = ovs_diff(v, ida, idb, srcfd, print_change, &o);
-		if (rc == 0 && opt_json) {
-			json_head(&o);
-			fputs("]}\n", stdout);
+	o.sp = &sp;
+	for (;;) {
+		rc = spool_begin(&sp);
+		if (rc == 0) {
+			rc = ovs_diff(v, ida, idb, srcfd, print_change, &o);
+			if (rc == 0 && opt_json) {
+				json_head(&o);
+				fputs("]}\n", stdout);
+			}
+			spool_end(&sp, &rc);
 		}
-		spool_end(&sp, &rc);
+		if (rc == 0 || sp.in_memory || !tmp_cannot_hold(-rc) || sp.write_err != -rc)
+			break;
+		/* /tmp filled up: again, into memory */
+		close(sp.fd);
+		sp.fd = -1;
+		sp.in_memory = true;
+		o.first = true;
 	}
 	caller_clear();
 	close(srcfd);
+	/* the changes are all in the spool: a reader slow to take them (a
+	 * pager) holds up no take */
+	ovs_volume_unlock(v);
 	if (rc == 0)
 		rc = spool_copy(&sp);
 	if (sp.fd >= 0)
@@ -530,8 +646,8 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 
 /* Three fds per layer are open at once (one's own and the two stacks'),
  * up to 499 layers: more than the usual soft limit of 1024; the walk
- * adds one per directory on the path it reads, in each layer that holds
- * that directory. */
+ * adds those of the few directories on its path it keeps open (at most
+ * about 256 in all, lib/diff.c FD_BUDGET). */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;

@@ -81,11 +81,22 @@ struct dent {
 
 #define B_VIEW SIZE_MAX
 
-/* A directory of the walk: its own in each layer, and its entries.  So
- * the walk holds an fd per directory on its path in each layer that has
- * it, and the names of those directories (never their subtrees). */
+/*
+ * A directory of the walk: its own in each layer, and its entries.  The
+ * walk holds the names of the directories on its path (never their
+ * subtrees) and, for the newest few of them, an fd in each layer that has
+ * the directory, to open their children with.  Depth times layers fds
+ * would run out of descriptors on a deep path in a long chain (rule 18:
+ * any depth works), so only the top levels (FD_BUDGET fds in all, the
+ * root's aside) stay open; a directory whose fds were closed is opened
+ * again from its nearest open ancestor when the walk comes back to it,
+ * by a path of any length (ovs_open_beneath).
+ */
+#define FD_BUDGET	256
+#define FD_CLOSED	(-2)	/* the layer has the directory; its fd was closed */
+
 struct level {
-	int *fds;		/* [nl]: the directory in layer a + i, or -1 */
+	int *fds;		/* [nl]: the directory in layer a + i, -1, FD_CLOSED */
 	bool below_mark;	/* at or below a mark: B's view is a candidate */
 	bool b_dir;		/* B shows a directory here */
 	struct dent *ents;	/* sorted by name, then layer */
@@ -98,6 +109,7 @@ struct walk {
 	size_t nl;		/* layers walked: b - a */
 	struct level *st;
 	size_t depth, cap;
+	size_t window;		/* levels below the root whose fds stay open */
 	char *path;		/* the current path, growing */
 	size_t pathcap;
 };
@@ -299,7 +311,55 @@ static int level_push(struct walk *w, struct level **out)
 	for (size_t i = 0; i < w->nl; i++)
 		lv->fds[i] = -1;
 	w->depth++;
+	/* keep the fds of the root and the top levels only */
+	if (w->depth > w->window + 1) {
+		struct level *old = &w->st[w->depth - 1 - w->window];
+
+		for (size_t i = 0; i < w->nl; i++)
+			if (old->fds[i] >= 0) {
+				close(old->fds[i]);
+				old->fds[i] = FD_CLOSED;
+			}
+	}
 	*out = lv;
+	return 0;
+}
+
+/* Open again the fds of level p that level_push() closed, each from the
+ * nearest level above it that holds that layer's fd (the root holds all:
+ * a layer that has the directory has every directory above it). */
+static int level_reopen(struct walk *w, size_t p)
+{
+	struct level *lv = &w->st[p];
+
+	for (size_t i = 0; i < w->nl; i++) {
+		size_t j = p, from;
+		char *rel;
+		int fd;
+
+		if (lv->fds[i] != FD_CLOSED)
+			continue;
+		while (j && w->st[j].fds[i] < 0)
+			j--;
+		/* the path buffer holds a descendant of p: p's path relative to j's */
+		from = w->st[j].pathlen ? w->st[j].pathlen + 1 : 0;
+		rel = strndup(w->path + from, lv->pathlen - from);
+		if (!rel)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		fd = ovs_open_beneath(w->st[j].fds[i], rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+				      O_NOATIME, RESOLVE_STRICT);
+		free(rel);
+		if (fd < 0) {
+			char save = w->path[lv->pathlen];
+
+			w->path[lv->pathlen] = 0;
+			ovs_err(-fd, "layer %" PRIu64 ": open %s: %s", layer_id(w, i), w->path,
+				strerror(-fd));
+			w->path[lv->pathlen] = save;
+			return fd;
+		}
+		lv->fds[i] = fd;
+	}
 	return 0;
 }
 
@@ -335,6 +395,9 @@ static int enter(struct walk *w, size_t parent, size_t first, size_t cnt)
 	}
 	if (!any && !(below && b_dir))
 		return 0;
+	rc = level_reopen(w, parent);
+	if (rc < 0)
+		return rc;
 	rc = level_push(w, &lv);
 	if (rc < 0)
 		return rc;
@@ -367,6 +430,7 @@ static int walk_candidates(struct diff *d)
 
 	if (!w.nl)
 		return 0;	/* the same snapshot: no layer, no change */
+	w.window = FD_BUDGET / w.nl > 2 ? FD_BUDGET / w.nl : 2;
 	rc = path_reserve(&w, 0);
 	if (rc == 0) {
 		w.path[0] = 0;
