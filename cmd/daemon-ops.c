@@ -157,16 +157,22 @@ struct busy_keys {
 	unsigned n;
 };
 
+/* A key beyond BUSY_MAX is a programming error: dropped, it would leave
+ * its object unmarked, and the change would race that object's
+ * preserve. */
 static void keys_add(struct busy_keys *ks, dev_t dev, ino_t ino)
 {
 	for (unsigned i = 0; i < ks->n; i++)
 		if (ks->k[i].dev == dev && ks->k[i].ino == ino)
 			return;
-	if (ks->n < BUSY_MAX) {
-		ks->k[ks->n].dev = dev;
-		ks->k[ks->n].ino = ino;
-		ks->n++;
+	if (ks->n >= BUSY_MAX) {
+		dlog(LOG_CRIT, "more than %d busy marks for one change (BUSY_MAX): "
+		     "a programming error", BUSY_MAX);
+		abort();
 	}
+	ks->k[ks->n].dev = dev;
+	ks->k[ks->n].ino = ino;
+	ks->n++;
 }
 
 static bool keys_have(const struct busy_keys *ks, dev_t dev, ino_t ino)
