@@ -157,16 +157,22 @@ struct busy_keys {
 	unsigned n;
 };
 
+/* A key beyond BUSY_MAX is a programming error: dropped, it would leave
+ * its object unmarked, and the change would race that object's
+ * preserve. */
 static void keys_add(struct busy_keys *ks, dev_t dev, ino_t ino)
 {
 	for (unsigned i = 0; i < ks->n; i++)
 		if (ks->k[i].dev == dev && ks->k[i].ino == ino)
 			return;
-	if (ks->n < BUSY_MAX) {
-		ks->k[ks->n].dev = dev;
-		ks->k[ks->n].ino = ino;
-		ks->n++;
+	if (ks->n >= BUSY_MAX) {
+		dlog(LOG_CRIT, "more than %d busy marks for one change (BUSY_MAX): "
+		     "a programming error", BUSY_MAX);
+		abort();
 	}
+	ks->k[ks->n].dev = dev;
+	ks->k[ks->n].ino = ino;
+	ks->n++;
 }
 
 static bool keys_have(const struct busy_keys *ks, dev_t dev, ino_t ino)
@@ -1041,13 +1047,18 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	int rc, err = 0;
 
 	keys_add(ks, parent->dev, parent->ino);
+#ifndef OVS_MUTANT_UNLINK_UNMARKED	/* make check-mutants: the object unmarked */
 	if (entry_stat(parent, name, &st))
 		keys_add(ks, st.st_dev, st.st_ino);
+#endif
 again:
 	err = ns_change_begin(ks);
 	if (!err)
 		do {
 			err = entry_to_remove(parent, name, false, &path, &st);
+#ifdef OVS_MUTANT_UNLINK_UNMARKED
+			if (0)
+#endif
 			if (!err && ks && !keys_have(ks, st.st_dev, st.st_ino))
 				err = NS_RELOCK;
 			if (!err)
@@ -1355,7 +1366,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	/* A new name of n, no other object's: n's mark (its own name is
 	 * lent to from, its names are all preserved at once, rule 6) and
 	 * the directory's (a create in it), under ns_lock for reading. */
+#ifndef OVS_MUTANT_LINK_UNMARKED	/* make check-mutants: the object unmarked */
 	keys_add(&ks, n->dev, n->ino);
+#endif
 	keys_add(&ks, newparent->dev, newparent->ino);
 	err = ns_change_begin(&ks);
 	if (!err)

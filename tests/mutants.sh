@@ -19,6 +19,8 @@ mutants=(
 	"RENAME_EXDEV|tests/ts/take/take_test.sh|test_rename_file_keeps_old_name test_rename_directory_then_change_under_new_name test_rename_exchange_files"
 	"CHMOD_UNPRESERVED|tests/ts/take/take_test.sh|test_chmod_chown_utimes_file test_chmod_chown_utimes_directory"
 	"WRITE_NOOP|tests/ts/take/take_test.sh|test_modify_file test_hard_link_modified_through_one_name"
+	"UNLINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
+	"LINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
 )
 
 caught=0 missed=0 report=()

@@ -182,6 +182,88 @@ test_namespace_changes_during_a_held_preserve_ext4() {
 	namespace_changes_during_a_held_preserve
 }
 
+# hold_a_truncate FILE: hold the preserve of an O_TRUNC open of FILE (under
+# SRC/held) at the gate.  The open reaches the daemon without the kernel's
+# inode lock, so changes of the file's other names come to the daemon
+# meanwhile and meet only its busy mark.
+hold_a_truncate() {
+	local i status
+	touch "$GATE"
+	: >"$1" &
+	BG=$!
+	for i in $(seq 200); do
+		status=$(ovs_ctl status)
+		case $status in *preserving=[1-9]*) return 0 ;; esac
+		sleep 0.05
+	done
+	fail "no preserve of $1 held at the gate ($status)"
+	return 1
+}
+
+# Issue 13 item 2: an unlink, a rename and a link of another name of a
+# hard-linked file whose preserve is held wait for it (the object's busy
+# mark): run meanwhile, they would preserve the object's names apart from
+# it, and the snapshot would show two copies where there was one file
+# (rule 6).  Each case holds the preserve of its own pair of names; the
+# oracle's manifests name hard links by shared st_ino (hardlink=), so the
+# snapshot taken before must show each pair as one file with its old
+# content.
+changes_of_another_name_wait_for_its_preserve() {
+	local c rc pid
+	mkdir "$SRC/other2"
+	for c in rm mv ln; do
+		printf 'old %s\n' "$c" >"$SRC/held/$c"
+		ln "$SRC/held/$c" "$SRC/other/$c.2"
+	done
+	take_snapshot
+	for c in rm mv ln; do
+		hold_a_truncate "$SRC/held/$c" || return
+		case $c in
+		rm) rm "$SRC/other/rm.2" & ;;
+		mv) mv "$SRC/other/mv.2" "$SRC/other/mv.3" & ;;
+		ln) ln "$SRC/other/ln.2" "$SRC/other2/ln.4" & ;;
+		esac
+		pid=$!
+		sleep 1
+		kill -0 "$pid" 2>/dev/null
+		assertTrue "$c of another name waits for the object's held preserve" $?
+		kill -0 "$BG" 2>/dev/null
+		assertTrue "the held truncate of $c is still held" $?
+		rm -f "$GATE"
+		wait_bounded 60 "$BG"
+		rc=$?
+		BG=
+		assertEquals "the held truncate of $c succeeds once released" 0 "$rc"
+		wait_bounded 60 "$pid"
+		assertEquals "$c of another name completes once released" 0 $?
+	done
+	assertEquals "the live names after the changes" \
+"held/file 1 9
+held/ln 3 0
+held/mv 2 0
+held/rm 1 0
+other/deep/d 1 5
+other/f1 1 2
+other/f2 1 2
+other/f3 1 2
+other/ln.2 3 0
+other/mv.3 2 0
+other2/ln.4 3 0" "$(cd "$SRC" && find held other other2 -type f \
+		-printf '%p %n %s\n' | LC_ALL=C sort)"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+test_changes_of_another_name_wait_for_its_preserve_xfs() {
+	changes_of_another_name_wait_for_its_preserve
+}
+
+test_changes_of_another_name_wait_for_its_preserve_ext4() {
+	ovs_teardown
+	FSTYPE=ext4 setUp
+	changes_of_another_name_wait_for_its_preserve
+}
+
 # Many processes at once, each making first changes: different files in
 # its own folder, creates in one shared folder, and the same files (an
 # O_TRUNC open reaches the daemon without the kernel's inode lock), among
