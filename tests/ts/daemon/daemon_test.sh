@@ -96,7 +96,8 @@ test_rename_preserves_durable_before_the_rename() {
 	wait "$tracer" 2>/dev/null
 	assertEquals "the new name" "original" "$(cat "$SRC/moved")"
 	awk '/renameat2\(.*"file".*"moved"/ { seen = 1 } END { exit !seen }' "$trace"
-	assertTrue "the rename reached SRC (trace: $(cat "$trace"))" $?
+	local seen=$?
+	assertTrue "the rename reached SRC (trace: $(cat "$trace"))" "$seen"
 	# The order in the trace, up to the rename in SRC.
 	awk '
 		/renameat2\(.*"file".*"moved"/ { exit }

@@ -31,13 +31,34 @@ tearDown() {
 	ovs_teardown
 }
 
+# TMPFS_RUN OPTIONS CMD ARGS... (a bash script, for unshare -m): CMD ARGS
+# with a tmpfs mounted with OPTIONS on /tmp.  A build that lies under
+# /tmp (a CI clone there) stays reachable: the top directory of the
+# build under the old /tmp (held open as fd 9) is bound back into the
+# tmpfs before a read-only one is made read-only.
+TMPFS_RUN='set -e
+opts=$1; shift
+mount --make-rprivate /
+exec 9</tmp
+build=$(realpath "$1")
+mount -t tmpfs -o "$(sed "s/\(^\|,\)ro\(,\|$\)/\1rw\2/" <<<"$opts")" ovsnap-test-tmp /tmp
+case $build in
+/tmp/?*)
+	top=${build#/tmp/}
+	top=${top%%/*}
+	mkdir "/tmp/$top"
+	mount --no-canonicalize --bind "/proc/self/fd/9/$top" "/tmp/$top"
+	;;
+esac
+case ,$opts, in *,ro,*) mount -o remount,ro /tmp ;; esac
+exec "$@"'
+
 # in_tmpfs OPTIONS ARGS...: ovsnap ARGS in a mount namespace of its own
 # whose /tmp is a tmpfs mounted with OPTIONS
 in_tmpfs() {
 	local opts=$1
 	shift
-	ovs_run unshare -m -- bash -c 'mount -t tmpfs -o "$1" ovsnap-test-tmp /tmp &&
-		shift && exec "$@"' _ "$opts" "$OVSNAP" "$@"
+	ovs_run unshare -m -- bash -c "$TMPFS_RUN" _ "$opts" "$OVSNAP" "$@"
 }
 
 test_read_only_tmp() {
@@ -80,7 +101,8 @@ test_lock_let_go_before_printing() {
 	assertEquals "take meanwhile: $(ovs_ran)" 2 "$OVS_OUT"
 	timeout 20 cat <&9 >"$OVS_TMP/got" &
 	wait "$pid"
-	assertEquals "diff: exit: $(cat "$OVS_TMP/diff.err")" 0 "$?"
+	local rc=$?
+	assertEquals "diff: exit: $(cat "$OVS_TMP/diff.err")" 0 "$rc"
 	exec 9<&-
 	wait
 	assertEquals "diff: the changes" "$WANT" "$(cat "$OVS_TMP/got")"
@@ -106,8 +128,8 @@ test_delegated_spool_cap() {
 	assertContains "over the cap: says so" "$OVS_ERR" \
 		"diff output larger than 1 MiB; ask an administrator to run it"
 	# a full /tmp is not the cap
-	delegated OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_DIFF_SPOOL_MAX=200000 unshare -m -- bash -c \
-		'mount -t tmpfs -o size=32k t /tmp && exec "$@"' _ "$OVSNAP" diff "$SRC" 1
+	delegated OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_DIFF_SPOOL_MAX=200000 unshare -m -- \
+		bash -c "$TMPFS_RUN" _ size=32k "$OVSNAP" diff "$SRC" 1
 	assertEquals "full /tmp, under the cap: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertTrue "full /tmp, under the cap: the same" '[ "$WANT" = "$OVS_OUT" ]'
 }
