@@ -905,25 +905,56 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
-/* Rule 2 before a new name: ns_change_begin() and the preserve phase;
- * ns_change_end() in every case. */
-static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path)
+/* Under the locks of a change of names, the objects are not the ones
+ * marked (a change that bypassed the mount, or a directory where a file
+ * was): the change starts again under ns_lock for writing. */
+#define NS_RELOCK (-3)
+
+static bool entry_stat(struct dnode *dir, const char *name, struct stat *st);
+
+/*
+ * Rule 2 before a new name: ns_change_begin() and the preserve phase;
+ * ns_change_end() in every case.  The kernel asks for a create only where
+ * it knows no entry, but a name made behind the mount (a negative entry
+ * it caches for a day) reaches an object: that object is preserved by
+ * ovs_preserve_name, and marked busy like the object of an unlink, so
+ * its preserve and the create's open (with O_TRUNC, a change of it) are
+ * one step against its other changes (rule 9).  *existed: an object was
+ * at the name when it was preserved.  all_names: under ns_lock for
+ * writing from the start.
+ */
+static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path,
+			bool *existed, bool all_names)
 {
-	struct busy_keys ks = { .n = 0 };
+	struct busy_keys keys = { .n = 0 }, *ks = all_names ? NULL : &keys;
+	struct stat st;
 	int rc, err;
 
-	keys_add(&ks, parent->dev, parent->ino);
-	err = ns_change_begin(&ks);
-
+	keys_add(&keys, parent->dev, parent->ino);
+	if (entry_stat(parent, name, &st))
+		keys_add(&keys, st.st_dev, st.st_ino);
+again:
+	err = ns_change_begin(ks);
 	if (!err)
 		do {
 			node_relpath_free(path);
 			rc = node_relpath(parent, name, path);
 			if (rc < 0)
 				err = -rc;
+			if (!err) {
+				*existed = fstatat(path->srcdirfd, name, &st,
+						   AT_SYMLINK_NOFOLLOW) == 0;
+				if (*existed && ks && !keys_have(ks, st.st_dev, st.st_ino))
+					err = NS_RELOCK;
+			}
 			if (!err)
 				err = preserve_path(ovs_preserve_name, path, "create");
 		} while (preserve_again(&err));
+	if (err == NS_RELOCK) {
+		ns_change_end();
+		ks = NULL;
+		goto again;
+	}
 	return err;
 }
 
@@ -936,6 +967,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
 	struct ovs_relpath path = { .srcdirfd = -1 };
+	bool existed;
 	int rc, err = 0;
 
 	/* Rule 14: a 0/0 character device reads as a whiteout. */
@@ -943,7 +975,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = create_begin(parent, name, &path);
+	err = create_begin(parent, name, &path, &existed, false);
 	if (!err) {
 		rc = identity_become(req, kind != MAKE_SYMLINK);
 		if (rc == 0) {
@@ -1025,11 +1057,6 @@ static bool entry_stat(struct dnode *dir, const char *name, struct stat *st)
 	node_fd_put(dir);
 	return found;
 }
-
-/* Under the locks of a change of names, the objects are not the ones
- * marked (a change that bypassed the mount, or a directory where a file
- * was): the change starts again under ns_lock for writing. */
-#define NS_RELOCK (-3)
 
 /*
  * An unlink moves one name of one object and no other object's chain:
@@ -1523,23 +1550,35 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	struct fuse_entry_param e;
 	struct dhandle *h = NULL;
 	struct ovs_relpath path = { .srcdirfd = -1 };
+	bool existed, excl = false, all_names = false;
 	int fd = -1, rc, err = 0;
 
-	err = create_begin(parent, name, &path);
+again:
+	err = create_begin(parent, name, &path, &existed, all_names);
 	if (!err) {
+		/* Exclusive unless the object at the name was preserved and
+		 * marked: one that appears after the preserve (behind the
+		 * mount) is opened, and truncated, only once it is. */
+		excl = (fi->flags & O_EXCL) || !existed;
 		rc = identity_become(req, true);
 		if (rc == 0) {
-			fd = openat(path.srcdirfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW,
-				    mode);
+			fd = openat(path.srcdirfd, name, open_flags(fi->flags) | O_CREAT |
+				    O_NOFOLLOW | (excl ? O_EXCL : 0), mode);
 			if (fd < 0)
 				rc = -errno;
 		}
 		identity_restore();
 		err = -rc;
+		if (err == EEXIST && !(fi->flags & O_EXCL) && !all_names) {
+			ns_change_end();
+			all_names = true;
+			goto again;
+		}
 	}
 	if (!err) {
 		err = new_entry(parent, name, &e);
-		if (err)
+		/* Only a file this create made goes again. */
+		if (err && excl)
 			undo_entry(parent, name, false, NULL, "create");
 	}
 	ns_change_end();

@@ -112,6 +112,44 @@ changed" "$(cat "$SRC/held/file")"
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# A CREATE that reaches an existing object (a name made behind the mount
+# while the kernel caches a negative entry for it) with O_TRUNC changes
+# that object: it waits for the object's held preserve (its busy mark,
+# rule 9) instead of truncating it between that preserve and its change.
+# The object here is held/file, whose second name other/late was linked
+# behind the mount (a bypass the map of hard links does not know, so the
+# snapshot's copy of that name is not checked: rule 6 cannot hold there).
+test_create_over_an_existing_object_waits_for_its_preserve() {
+	local under=$OVS_TMP/under upper pid rc
+
+	assertFalse "no other/late yet (the kernel caches a negative entry)" \
+		"[ -e '$SRC/other/late' ]"
+	mkdir -p "$under"
+	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ln "$under/src/held/file" "$under/src/other/late" || fail "link behind the mount"
+	ovs_run timeout 120 "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	hold_a_truncate "$SRC/held/file" || return
+	printf 'new\n' >"$SRC/other/late" &
+	pid=$!
+	sleep 1
+	kill -0 "$pid" 2>/dev/null
+	assertTrue "the create over the held object waits for its preserve" $?
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "the held truncate is still held" $?
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "the held truncate succeeds once released" 0 "$rc"
+	wait_bounded 60 "$pid"
+	assertEquals "the create completes once released" 0 $?
+	assertEquals "the live file" "new" "$(cat "$under/src/held/file")"
+	upper=$(ovs_snapshot_layers "$SRC" | tail -1 | cut -d' ' -f2-)
+	assertEquals "the snapshot keeps held/file" "original" "$(cat "$upper/held/file" 2>&1)"
+	umount "$under"
+}
+
 # Issue 13 item 2: an unlink, a link, a rename of a file (in its folder,
 # across folders, over another file) and an rmdir of an empty folder move
 # no other object's names, so they complete while another file's preserve

@@ -306,4 +306,32 @@ test_fd_limit_is_logged_once_and_recovers() {
 		"$(sort "$OVS_TMP/made")" "$(ls "$SRC/many" | sort)"
 }
 
+# A CREATE can reach a name that exists: one made behind the mount while
+# the kernel caches a negative entry for it (or a stale one).  Then, as on
+# the real filesystem, open(O_CREAT|O_TRUNC) opens and truncates it, after
+# it is preserved, and open(O_CREAT|O_EXCL) fails with EEXIST.
+test_create_over_a_name_made_behind_the_mount() {
+	local under=$OVS_TMP/under id upper
+
+	for f in trunc excl; do
+		assertFalse "no $f yet (the kernel caches a negative entry)" "[ -e '$SRC/$f' ]"
+	done
+	mkdir -p "$under"
+	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	printf 'old\n' >"$under/src/trunc"
+	printf 'old\n' >"$under/src/excl"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run python3 -c 'import os, sys
+os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
+	assertContains "O_CREAT|O_EXCL of an existing name: $(ovs_ran)" "$OVS_ERR" "FileExistsError"
+	assertEquals "and the file is unchanged" "old" "$(cat "$under/src/excl")"
+	printf 'new\n' >"$SRC/trunc"
+	assertEquals "O_CREAT|O_TRUNC of an existing name truncates it" \
+		"new" "$(cat "$under/src/trunc")"
+	read -r id upper < <(ovs_snapshot_layers "$SRC" | tail -1)
+	assertEquals "snapshot $id keeps the old content" "old" "$(cat "$upper/trunc" 2>&1)"
+	umount "$under"
+}
+
 . "$SHUNIT2"
