@@ -346,7 +346,17 @@ static bool preserve_again(int *err)
 static int preserve_failed(int rc, const char *what, const struct ovs_relpath *path)
 {
 	char where[OVS_RELPATH_DESCRIBE_MAX];
+	bool first;
 
+	/* A write error in the layer (rule 8): every first change fails
+	 * the same way until the next take, said once. */
+	if (pres_layer && ovs_layer_sync_error(pres_layer, &first)) {
+		if (first)
+			dlog(LOG_CRIT, "write error in the upper layer (%s, preserving %s before %s): "
+			     "first changes are refused with EIO until the next take",
+			     ovs_last_error(), DESCRIBE(path, where), what);
+		return EIO;
+	}
 	dlog(LOG_ERR, "cannot preserve %s before %s: %s", DESCRIBE(path, where), what,
 	     ovs_last_error());
 	return rc < 0 ? -rc : EIO;

@@ -83,7 +83,7 @@ static int clone_data(int out, int in, bool *cloned, bool may_copy)
 	if (st.st_size == 0)
 		return 0;
 	/* out is a live file (restore): its pages stay cached for users */
-	return ovs_copy_data_ranges(in, out, st.st_size, false);
+	return ovs_copy_data_ranges(in, out, st.st_size, false, NULL);
 }
 
 int ovs_clone_data(int out, int in, bool *cloned)

@@ -133,6 +133,42 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2])
 	return 0;
 }
 
+int ovs_layer_sync_failed(struct ovs_layer *l, int err)
+{
+	int none = 0;
+
+	__atomic_compare_exchange_n(&l->sync_err, &none, err, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
+	return err;
+}
+
+int ovs_layer_sync_error(struct ovs_layer *l, bool *first)
+{
+	int err = __atomic_load_n(&l->sync_err, __ATOMIC_ACQUIRE);
+
+	if (first)
+		*first = err && !__atomic_exchange_n(&l->sync_err_told, true, __ATOMIC_RELAXED);
+	return err;
+}
+
+int ovs_layer_check(struct ovs_layer *l)
+{
+	int err = ovs_layer_sync_error(l, NULL);
+
+	if (!err)
+		return 0;
+	return ovs_err(EIO, "an earlier sync of the upper layer failed (%s): what it "
+		       "preserved may not be on disk, so changes are refused until the next take",
+		       strerror(err));
+}
+
+int ovs_layer_fsync(struct ovs_layer *l, int fd, const char *what, const char *path)
+{
+	if (fsync(fd) == 0)
+		return 0;
+	return ovs_err(ovs_layer_sync_failed(l, errno), "fsync %s%s: %m", what, path);
+}
+
 int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec times[2],
 		       bool may_defer)
 {
@@ -141,10 +177,11 @@ int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec ti
 	if (futimens(udirfd, times) < 0)
 		return ovs_err(errno, "restore times of an upper directory: %m");
 	/* Rule 8: the entry is on disk before SRC may change. */
+	/* Under the directory's lock (install_locked, ovs_link_into): whoever
+	 * finds this entry next finds the layer marked if it failed. */
 	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch &&
-	    (!may_defer || ovs_group_defer(l, udirfd) < 0) &&
-	    fsync(udirfd) < 0)
-		return ovs_err(errno, "fsync upper directory: %m");
+	    (!may_defer || ovs_group_defer(l, udirfd) < 0))
+		return ovs_layer_fsync(l, udirfd, "upper directory", "");
 	return 0;
 }
 
@@ -193,29 +230,35 @@ static int write_all_at(int fd, const char *buf, size_t len, off_t off)
 
 struct write_behind {
 	int fd;
+	int err;		/* a writeback error the waits reported */
 	bool drop_cache;	/* the copy is not read soon: drop what is written */
 	off_t started;		/* writeback started below this offset */
 	off_t waited;		/* and waited for below this one */
 };
 
-/* Data of w->fd below end is written (by write or copy_file_range). */
-static void write_behind(struct write_behind *w, off_t end)
+/* Data of w->fd below end is written (by write or copy_file_range):
+ * 0, or the -errno of a failed writeback. */
+static int write_behind(struct write_behind *w, off_t end)
 {
 	if (end - w->started < WRITE_BEHIND_CHUNK)
-		return;
-	/* Errors are left to the final fsync, which reports them: this
-	 * only paces the copy. */
+		return 0;
 	sync_file_range(w->fd, w->started, end - w->started, SYNC_FILE_RANGE_WRITE);
 	if (w->started > w->waited) {
-		sync_file_range(w->fd, w->waited, w->started - w->waited,
-				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-					SYNC_FILE_RANGE_WAIT_AFTER);
+		/* A wait reports a failed writeback, and the kernel then
+		 * considers it seen: the final fsync would return 0. */
+		if (sync_file_range(w->fd, w->waited, w->started - w->waited,
+				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					    SYNC_FILE_RANGE_WAIT_AFTER) < 0) {
+			w->err = errno;
+			return -errno;
+		}
 		if (w->drop_cache)
 			posix_fadvise(w->fd, w->waited, w->started - w->waited,
 				      POSIX_FADV_DONTNEED);
 		w->waited = w->started;
 	}
 	w->started = end;
+	return 0;
 }
 
 static int copy_range_rw(int in, struct write_behind *w, off_t off, off_t end)
@@ -238,13 +281,17 @@ static int copy_range_rw(int in, struct write_behind *w, off_t off, off_t end)
 		if (rc < 0)
 			return rc;
 		off += n;
-		write_behind(w, off);
+		rc = write_behind(w, off);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
 
 static int copy_range(int in, struct write_behind *w, off_t off, off_t end, bool *use_cfr)
 {
+	int rc;
+
 	while (*use_cfr && off < end) {
 		loff_t ioff = off, ooff = off;
 		/* One chunk a call: one call would copy a whole data range,
@@ -265,16 +312,16 @@ static int copy_range(int in, struct write_behind *w, off_t off, off_t end, bool
 		if (n == 0)
 			return 0;
 		off += n;
-		write_behind(w, off);
+		rc = write_behind(w, off);
+		if (rc < 0)
+			return rc;
 	}
 	return copy_range_rw(in, w, off, end);
 }
 
-/* Copy only the data ranges, so holes stay holes (rule 16); also used by
- * lib/clone.c. */
-int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache)
+static int copy_ranges(int in, struct write_behind *w, off_t size)
 {
-	struct write_behind w = { .fd = out, .drop_cache = drop_cache };
+	int out = w->fd;
 	bool use_cfr = true;
 	off_t off = 0;
 	int rc;
@@ -286,7 +333,7 @@ int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache)
 			if (errno == ENXIO)
 				break;		/* only a hole is left */
 			if (errno == EINVAL)	/* no SEEK_DATA: all is data */
-				return copy_range(in, &w, off, size, &use_cfr);
+				return copy_range(in, w, off, size, &use_cfr);
 			return -errno;
 		}
 		hole = lseek(in, data, SEEK_HOLE);
@@ -294,7 +341,7 @@ int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache)
 			return -errno;
 		if (hole > size)
 			hole = size;
-		rc = copy_range(in, &w, data, hole, &use_cfr);
+		rc = copy_range(in, w, data, hole, &use_cfr);
 		if (rc < 0)
 			return rc;
 		off = hole;
@@ -304,11 +351,21 @@ int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache)
 	return 0;
 }
 
+int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache, int *writeback_err)
+{
+	struct write_behind w = { .fd = out, .drop_cache = drop_cache };
+	int rc = copy_ranges(in, &w, size);
+
+	if (writeback_err)
+		*writeback_err = w.err;
+	return rc;
+}
+
 /* *copied: the data was copied, not cloned (nor empty). */
 static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, const char *path,
 			  bool *copied)
 {
-	int rc;
+	int rc, wb_err;
 
 	*copied = false;
 
@@ -325,9 +382,12 @@ static int copy_file_data(struct ovs_layer *l, int in, int out, off_t size, cons
 	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL &&
 	    errno != ENOTTY && errno != ETXTBSY)
 		return ovs_err(errno, "clone %s: %m", path);
-	rc = ovs_copy_data_ranges(in, out, size, true);
-	if (rc < 0)
+	rc = ovs_copy_data_ranges(in, out, size, true, &wb_err);
+	if (rc < 0) {
+		if (wb_err)
+			ovs_layer_sync_failed(l, wb_err);
 		return ovs_err(-rc, "copy %s: %s", path, strerror(-rc));
+	}
 	*copied = true;
 	return 0;
 }
@@ -535,10 +595,10 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	 * sync) forces the log up to it, and with it the clone (whose data
 	 * FICLONE wrote back first; the log force flushes the device's
 	 * cache).  Copied bytes are not ordered with the log: fsync them. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && l->log_ordered) &&
-	    fsync(out) < 0) {
-		rc = ovs_err(errno, "fsync copy of %s: %m", path);
-		goto out;
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && l->log_ordered)) {
+		rc = ovs_layer_fsync(l, out, "copy of ", path);
+		if (rc < 0)
+			goto out;
 	}
 	/* The last chunks of a big copy, now clean, out of the page cache
 	 * too (write-behind dropped the others). */
@@ -585,8 +645,8 @@ static int build_dir(struct ovs_layer *l, int sdirfd, const char *name, bool opa
 	rc = copy_metadata(in, "", stx, out, "", path);
 	if (rc < 0)
 		goto out;
-	if (!(l->flags & OVS_LAYER_NOSYNC) && fsync(out) < 0)
-		rc = ovs_err(errno, "fsync copy of %s: %m", path);
+	if (!(l->flags & OVS_LAYER_NOSYNC))
+		rc = ovs_layer_fsync(l, out, "copy of ", path);
 out:
 	close(in);
 	if (out >= 0)
@@ -761,8 +821,8 @@ static int make_whiteout_base(struct ovs_layer *l)
 		return -err;
 	}
 	/* Once per layer: the links made to it must never outlive it. */
-	if (!(l->flags & OVS_LAYER_NOSYNC))
-		syncfs(l->workfd);
+	if (!(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->workfd) < 0)
+		return -ovs_layer_sync_failed(l, errno);
 	return 0;
 }
 

@@ -35,6 +35,10 @@ struct ovs_layer {
 	 * clones and metadata only needs no fsync of its own before the
 	 * fsync of the upper directory it is moved into (rule 8). */
 	bool log_ordered;
+	/* __atomic: the errno of the first failed sync of the upper, for
+	 * good (ovs_layer_sync_error); told: someone asked to log it. */
+	int sync_err;
+	bool sync_err_told;
 	unsigned long seq;	/* temp names in work (__atomic) */
 	/* Preserves of different objects run in parallel (the daemon locks
 	 * by object).  What they share in the upper is serialised here:
@@ -104,8 +108,19 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
 /* The data ranges of in (size bytes) into out, holes kept (lib/clone.c
  * too), with write-behind: at most a few MiB of out dirty at a time.
  * drop_cache: out is a copy no one reads soon, keep it out of the page
- * cache. */
-int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache);
+ * cache.  *writeback_err (may be NULL): the errno of a failed writeback
+ * of out the copy stopped at (its fsync would not report it again). */
+int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache, int *writeback_err);
+
+/* A sync of what a preserve wrote into l failed with err: l refuses every
+ * later preserve (ovs_layer_sync_error).  Returns err, errno kept. */
+int ovs_layer_sync_failed(struct ovs_layer *l, int err);
+/* Before a preserve into l: 0, or -EIO with a message once a sync of l
+ * failed. */
+int ovs_layer_check(struct ovs_layer *l);
+/* fsync(fd) of something in l's upper or work: 0, or -errno with a
+ * message naming what, l refusing every later preserve. */
+int ovs_layer_fsync(struct ovs_layer *l, int fd, const char *what, const char *path);
 
 /* hlmap.c: the handle key of an object (for tests of sameness). */
 /* In the calling thread's group of preserves into l: remember udirfd for

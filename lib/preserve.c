@@ -368,8 +368,8 @@ static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return copy_up_one(l, path, false);
 }
 
-int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
-			const struct ovs_relpath *path)
+static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
+			      const struct ovs_relpath *path)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
@@ -436,12 +436,14 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 	 * after a failure: a retry of the change finds the entries in place,
 	 * takes them as covered and defers nothing. */
 	for (unsigned i = 0; i < ngroup; i++) {
-		if (fsync(group_fds[i]) < 0 && rc == 0)
-			rc = ovs_err(errno, "fsync upper directory: %m");
+		int r = ovs_layer_fsync(l, group_fds[i], "upper directory", "");
+
+		if (r < 0 && rc == 0)
+			rc = r;
 		close(group_fds[i]);
 	}
 	ngroup = 0;
-	return rc;
+	return rc < 0 ? rc : ovs_layer_check(l);
 }
 
 /* ---- rule 3 ------------------------------------------------------------------ */
@@ -455,13 +457,19 @@ static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
 	if (udir < 0)
 		return udir;
 	rc = ovl_set_opaque_at(udir, ubase);
-	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch)
-		rc = ovs_fsync_dir(udir, ubase);
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch) {
+		int fd = openat(udir, ubase, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		rc = fd < 0 ? ovs_err(errno, "open %s in the upper: %m", ubase)
+			    : ovs_layer_fsync(l, fd, "", ubase);
+		if (fd >= 0)
+			close(fd);
+	}
 	close(udir);
 	return rc;
 }
 
-int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
+static int preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 {
 	int c;
 
@@ -516,8 +524,8 @@ static int src_dir_is_empty(struct ovs_layer *l, const struct ovs_relpath *path)
 	return empty;
 }
 
-int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
-		      const struct ovs_relpath *path)
+static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
+			 const struct ovs_relpath *path)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
@@ -538,7 +546,7 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 			rc = src_dir_is_empty(l, path);
 			if (rc <= 0)
 				return rc;
-			return ovs_preserve_rmdir(l, path);
+			return preserve_rmdir(l, path);
 		}
 		return preserve_object(l, m, path, &st);
 	}
@@ -668,8 +676,11 @@ static int merge_leave(void *arg, struct ovs_walk_dir *d, struct ovs_walk_dir *p
 
 	(void)parent;
 	/* Entries durable before the flag that says "complete". */
-	if (!(w->l->flags & OVS_LAYER_NOSYNC) && fsync(d->aux) < 0)
-		return ovs_err(errno, "fsync %s in the upper: %m", path);
+	if (!(w->l->flags & OVS_LAYER_NOSYNC)) {
+		rc = ovs_layer_fsync(w->l, d->aux, "in the upper: ", path);
+		if (rc < 0)
+			return rc;
+	}
 	rc = ovl_set_opaque_at(d->aux, "");
 	if (rc == 0 && futimens(d->aux, d->times) < 0)
 		rc = ovs_err(errno, "restore times of %s in the upper: %m", path);
@@ -681,8 +692,8 @@ static const struct ovs_walk_ops merge_ops = {
 	.leave = merge_leave,
 };
 
-int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
-			 const struct ovs_relpath *path)
+static int preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
+			    const struct ovs_relpath *path)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
@@ -737,6 +748,43 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 			rc = ovs_err_keep(-rc, "preserve the tree of %s", DESCRIBE(path, what));
 	}
 	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->upperfd) < 0)
-		rc = ovs_err(errno, "sync the upper: %m");
+		rc = ovs_err(ovs_layer_sync_failed(l, errno), "sync the upper: %m");
 	return rc;
+}
+
+/* ---- the entry points: rule 8 after a write error ---------------------------- */
+
+/*
+ * A layer whose sync failed holds entries that may not be on disk, and
+ * a preserve that finds one takes it as done: refused before, and after
+ * too, since another preserve's sync may fail while this one runs, on a
+ * directory it then finds (ovs_upper_parent waits for a directory's entry
+ * under its parent's lock, and the failure is recorded under that lock).
+ */
+static int checked(struct ovs_layer *l, int rc)
+{
+	return rc < 0 ? rc : ovs_layer_check(l);
+}
+
+int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path)
+{
+	return ovs_layer_check(l) ?: checked(l, preserve_object_at(l, m, path));
+}
+
+int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
+{
+	return ovs_layer_check(l) ?: checked(l, preserve_rmdir(l, path));
+}
+
+int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
+		      const struct ovs_relpath *path)
+{
+	return ovs_layer_check(l) ?: checked(l, preserve_name(l, m, path));
+}
+
+int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
+			 const struct ovs_relpath *path)
+{
+	return ovs_layer_check(l) ?: checked(l, preserve_subtree(l, m, path));
 }

@@ -80,6 +80,16 @@ void ovs_layer_close(struct ovs_layer *l);
 int ovs_layer_upper_fd(const struct ovs_layer *l);
 /* Whether FICLONE worked for the last copy-up (for tests and stats). */
 bool ovs_layer_cloned(const struct ovs_layer *l);
+/*
+ * Rule 8 after a write error: once an fsync (or syncfs, or a copy's
+ * write-behind) of what a preserve wrote into the layer failed, the kernel
+ * has reported that error and will not again, so nothing the layer holds
+ * is known durable: every later preserve into it fails with EIO, and SRC
+ * must not change, until the next take opens a new layer.  0, or the
+ * errno of the first failure; *first (may be NULL) is true for exactly one
+ * caller, the one to log it.
+ */
+int ovs_layer_sync_error(struct ovs_layer *l, bool *first);
 /* Give the directory upperfd (a new layer's root) the metadata of SRC's
  * root srcrootfd: owner, mode, xattrs, origin, times (rule 7).  The caller
  * fsyncs. */
