@@ -562,6 +562,24 @@ int ovs_copy_root_metadata(int srcrootfd, int upperfd)
 
 /* ---- building a copy in work ---------------------------------------------- */
 
+/*
+ * A clone the XFS log orders before the later fsync of its directory
+ * (build_regular): not a file on the realtime device, whose data extents
+ * are allocated and remapped apart from the data device's (reflink there
+ * needs the rtgroups of kernel 6.14 and a newer mkfs.xfs; xfsprogs 6.1
+ * refuses "reflink not supported with realtime devices", so no clone of
+ * a realtime file happens on such a filesystem).  A file whose flags
+ * cannot be read keeps its fsync.
+ */
+static bool clone_log_ordered(const struct ovs_layer *l, int fd)
+{
+	struct fsxattr fsx;
+
+	if (!l->log_ordered)
+		return false;
+	return ioctl(fd, FS_IOC_FSGETXATTR, &fsx) == 0 && !(fsx.fsx_xflags & FS_XFLAG_REALTIME);
+}
+
 static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 			 struct statx *stx, const char *tmp, const char *path)
 {
@@ -594,8 +612,9 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	 * that directory (ovs_upper_dir_done, or the group's or subtree's
 	 * sync) forces the log up to it, and with it the clone (whose data
 	 * FICLONE wrote back first; the log force flushes the device's
-	 * cache).  Copied bytes are not ordered with the log: fsync them. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && l->log_ordered)) {
+	 * cache).  Copied bytes are not ordered with the log: fsync them,
+	 * and realtime files (clone_log_ordered). */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && clone_log_ordered(l, out))) {
 		rc = ovs_layer_fsync(l, out, "copy of ", path);
 		if (rc < 0)
 			goto out;
