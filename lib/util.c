@@ -458,3 +458,37 @@ bool ovs_negative_number(const char *arg)
 			return false;
 	return true;
 }
+
+int ovs_unlinked_tmpfile(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		FILE *f = tmpfile();	/* unlinked at once */
+
+		if (!f)
+			return -errno;
+		fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+		fclose(f);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+int ovs_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
