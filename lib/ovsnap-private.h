@@ -141,7 +141,8 @@ bool ovs_negative_number(const char *arg);
  * live in memory, gone with the last fd even after a crash.  fd or -errno. */
 int ovs_unlinked_tmpfile(const char *dir);
 
-/* pwrite() all of buf at off (a short write is continued): 0 or -errno. */
+/* pwrite() all of buf at off (a short write is continued), or write() it
+ * at the file's offset if off < 0: 0 or -errno. */
 int ovs_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 void ovs_log(const struct ovs_volume *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
