@@ -16,6 +16,14 @@
 # of every name of SRC natively: N unprotected changes, each checked
 # against every layer.
 #
+# FOLDER (default 10,000): layer 2's entries per folder; FOLDER=N puts them
+# all in one folder.
+#
+# MKLAYERS=path/to/ovs-mklayers: also merge a layer of one folder of N
+# entries (made natively) into one holding only that folder, with it and,
+# with MKLAYERS_BASE=path/to/an/older/ovs-mklayers, with that one, each on
+# layers of its own.
+#
 # OVSNAP_BASE=path/to/an/older/ovsnap: the first take (then forgotten),
 # fsck and list are run with it too, on the same state, as the baseline of
 # the same run (merge and drop change the volume, so they run once, with
@@ -29,10 +37,12 @@ N=${1:-${N:-300000}}
 case $N in '' | *[!0-9]*) echo "walks-bench: N must be a number of entries" >&2; exit 2 ;; esac
 BASE=${OVSNAP_BASE:-}
 LAYERS=${LAYERS:-20}
+FOLDER=${FOLDER:-10000}
 
 bench_setup walks
 bench_header "ovsnap walks benchmark"
 echo "SRC: $((N / 2)) files in folders of 1000, each with a second name in another folder ($N names)"
+echo "layer 2: $N entries in folders of $FOLDER"
 echo "max RSS from /usr/bin/time (KiB); ms wall time"
 echo
 
@@ -78,7 +88,7 @@ cp -al "$src/tree" "$src/links"
 # the second name in another folder: rotate the folders of links/ by one
 nd=$(ls "$src/links" | wc -l)
 for ((d = 0; d < nd; d++)); do mv "$src/links/d$d" "$src/links/x$(((d + 1) % nd))"; done
-for ((b = 0; b * 10000 < N; b++)); do mkdir -p "$src/new/b$b"; done
+for ((b = 0; b * FOLDER < N; b++)); do mkdir -p "$src/new/b$b"; done
 sync
 echo "setup: $N names natively: $(ms "$t0" "$(now)") ms"
 
@@ -106,9 +116,9 @@ s2=$("$OVSNAP" take -w "$src")
 "$OVSNAP" deactivate -w "$src" >/dev/null
 u2=$(upper_of "$src" "$s2")
 t0=$(now)
-for ((b = 0; b * 10000 < N; b++)); do
+for ((b = 0; b * FOLDER < N; b++)); do
 	mkdir -p "$u2/new/b$b"
-	"$FILEOPS" create "$u2/new/b$b" $((N - b * 10000 < 10000 ? N - b * 10000 : 10000)) 0 >/dev/null
+	"$FILEOPS" create "$u2/new/b$b" $((N - b * FOLDER < FOLDER ? N - b * FOLDER : FOLDER)) 0 >/dev/null
 done
 sync
 echo "setup: $N entries in layer $s2: $(ms "$t0" "$(now)") ms"
@@ -146,3 +156,15 @@ timed "merge $s1 $s2 (layer of $N entries)" "$OVSNAP" merge -q "$src" "$s1" "$s2
 drop_caches
 timed "drop $s1 (oldest, $N entries)" "$OVSNAP" drop -q "$src" "$s1"
 : "$s3"
+# merge of one folder of N entries by the library alone, on layers made
+# natively, with each ovs-mklayers
+for ml in ${MKLAYERS_BASE:+"$MKLAYERS_BASE"} ${MKLAYERS:+"$MKLAYERS"}; do
+	tag=
+	[ -n "$MKLAYERS_BASE" ] && { [ "$ml" = "$MKLAYERS_BASE" ] && tag=" [base]" || tag=" [new]"; }
+	mkdir -p "$work/xfs/ml/A/big" "$work/xfs/ml/B/big"
+	"$FILEOPS" create "$work/xfs/ml/B/big" "$N" 0 >/dev/null
+	sync
+	drop_caches
+	timed "merge of one folder of $N entries (ovs-mklayers)$tag" "$ml" merge "$work/xfs/ml/A" "$work/xfs/ml/B"
+	rm -rf "$work/xfs/ml"
+done

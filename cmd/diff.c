@@ -453,15 +453,7 @@ static int spool_open(struct spool *sp)
 
 	sp->fd = -1;
 	if (!sp->in_memory) {
-		sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-		if (sp->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
-			FILE *f = tmpfile();	/* unlinked at once */
-
-			if (f) {
-				sp->fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
-				fclose(f);
-			}
-		}
+		sp->fd = ovs_unlinked_tmpfile(dir);
 		if (sp->fd >= 0)
 			return 0;
 		/* not there, not writable, full: memory */

@@ -22,6 +22,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ovsnap-private.h"
 #include "preserve-int.h"
 #include "walk.h"
 
@@ -198,23 +199,6 @@ static void tmp_name(struct ovs_layer *l, char *tmp)
 
 /* ---- data ---------------------------------------------------------------- */
 
-static int write_all_at(int fd, const char *buf, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, buf, len, off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
-}
-
 /*
  * Write-behind: a copy that is not a clone keeps at most two chunks of
  * dirty data in the page cache.  Each full chunk's writeback is started
@@ -277,7 +261,7 @@ static int copy_range_rw(int in, struct write_behind *w, off_t off, off_t end)
 		}
 		if (n == 0)
 			break;		/* the file shrank under us */
-		rc = write_all_at(w->fd, buf, n, off);
+		rc = ovs_pwrite_all(w->fd, buf, n, off);
 		if (rc < 0)
 			return rc;
 		off += n;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -865,17 +866,43 @@ static void check_layers_content(struct fsck *ck)
  * which recounts just them (issue 13 item 3; a list of every linked name
  * and its path cost about 150 bytes a name).  Keyed by the inode number
  * alone, as the findings always were.
+ *
+ * The table grows to LINK_TABLE_MAX_BYTES, no further: when full there, it
+ * is written out sorted by inode as a run to an unlinked file (in /tmp; in
+ * memory only if /tmp has no room for one) and starts empty.  At the end
+ * the runs and what the table holds are merged by inode (an inode's links
+ * are those its first name showed, its names met the sum), and the
+ * inodes still short of names, in inode order, are recounted by the
+ * second walk a table's worth at a time.  So fsck holds the table, one
+ * 4 KiB buffer per run and the paths of a table's worth of findings,
+ * however many links SRC holds.  Should the file fail (full, no memory
+ * for a memfd), the table grows in memory as it did before.
  */
+#define LINK_TABLE_MAX_BYTES	(4u << 20)
+/* records read or written at a time from a run */
+#define LINK_RUN_BUF		256
+
 struct link_count {
 	ino_t ino;
 	uint32_t nlink;		/* 0: a free slot */
 	uint32_t met;
 };
 
+struct link_run {
+	off_t off;		/* in the spill file, bytes */
+	size_t n;		/* records */
+};
+
 struct link_table {
 	struct link_count *slot;
 	size_t n, cap;		/* cap: a power of two, or 0 */
+	size_t max_cap;		/* cap at LINK_TABLE_MAX_BYTES */
 	char **path;		/* the second walk: the first name met, by slot */
+	int spill_fd;		/* the runs and the merge's output, or -1 */
+	off_t spill_end;
+	struct link_run *runs;
+	size_t nruns;
+	bool spill_failed;	/* grow in memory from now on */
 };
 
 struct src_ctx {
@@ -914,9 +941,27 @@ static size_t link_slot(const struct link_table *t, ino_t ino)
 	return i;
 }
 
+/* The largest table: LINK_TABLE_MAX_BYTES, or the tests' budget
+ * OVSNAP_TEST_FSCK_LINK_TABLE_BYTES (to run the spill on small trees). */
+static size_t link_max_cap(void)
+{
+	const char *env = getenv("OVSNAP_TEST_FSCK_LINK_TABLE_BYTES");
+	unsigned long long bytes = LINK_TABLE_MAX_BYTES;
+	size_t cap = 16;
+
+	if (env && strtoull(env, NULL, 10) > 0)
+		bytes = strtoull(env, NULL, 10);
+	while (2 * cap * sizeof(struct link_count) <= bytes)
+		cap *= 2;
+	return cap;
+}
+
 static int link_grow(struct link_table *t)
 {
 	size_t cap = t->cap ? t->cap * 2 : 1024, oldcap = t->cap;
+
+	if (!t->cap && cap > t->max_cap && !t->spill_failed)
+		cap = t->max_cap;
 	struct link_count *old = t->slot, *nt = calloc(cap, sizeof(*nt));
 
 	if (!nt)
@@ -958,6 +1003,62 @@ static uint32_t nlink32(nlink_t n)
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+static int cmp_link_ino(const void *a, const void *b)
+{
+	const struct link_count *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Gather the table's inodes at its start, sorted by inode (it is no hash
+ * table then until emptied or grown). */
+static void link_sort(struct link_table *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->slot[i].nlink)
+			t->slot[n++] = t->slot[i];
+	memset(t->slot + n, 0, (t->cap - n) * sizeof(*t->slot));
+	qsort(t->slot, n, sizeof(*t->slot), cmp_link_ino);
+}
+
+/* Open the spill file: an unlinked file in /tmp, memory if it must. */
+static int link_spill_open(struct link_table *t)
+{
+	if (t->spill_fd >= 0)
+		return 0;
+	t->spill_fd = ovs_unlinked_tmpfile("/tmp");
+	if (t->spill_fd < 0)
+		t->spill_fd = memfd_create("ovsnap-fsck-links", MFD_CLOEXEC);
+	return t->spill_fd < 0 ? -errno : 0;
+}
+
+/* The full table: write it out as a run and empty it.  On a failure the
+ * table holds its inodes, sorted (link_grow() hashes them again). */
+static int link_spill(struct link_table *t)
+{
+	struct link_run *runs;
+	size_t bytes = t->n * sizeof(*t->slot);
+	int rc = link_spill_open(t);
+
+	if (rc < 0)
+		return rc;
+	runs = realloc(t->runs, (t->nruns + 1) * sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
+	t->runs = runs;
+	link_sort(t);
+	rc = ovs_pwrite_all(t->spill_fd, t->slot, bytes, t->spill_end);
+	if (rc < 0)
+		return rc;
+	t->runs[t->nruns++] = (struct link_run){ t->spill_end, t->n };
+	t->spill_end += bytes;
+	memset(t->slot, 0, bytes);
+	t->n = 0;
+	return 0;
+}
+
 /* The first walk met a name of the linked inode st: count it, and forget
  * the inode once all its links were met.  Out of memory, the name is not
  * counted (nor was it before: a check, not a repair). */
@@ -965,8 +1066,21 @@ static void link_met(struct link_table *t, const struct stat *st)
 {
 	size_t i;
 
-	if (4 * (t->n + 1) > 3 * t->cap && link_grow(t) < 0)
-		return;
+	if (4 * (t->n + 1) > 3 * t->cap) {
+		bool tried = t->cap >= t->max_cap && !t->spill_failed, spilled = false;
+
+		if (tried) {
+			spilled = link_spill(t) == 0;
+			t->spill_failed = !spilled;
+		}
+		if (!spilled && link_grow(t) < 0) {
+			if (tried) {	/* maybe sorted, no hash: lost */
+				memset(t->slot, 0, t->cap * sizeof(*t->slot));
+				t->n = 0;
+			}
+			return;
+		}
+	}
 	i = link_slot(t, st->st_ino);
 	if (!t->slot[i].nlink) {
 		t->slot[i].ino = st->st_ino;
@@ -1256,11 +1370,12 @@ static int cmp_outside(const void *a, const void *b)
 }
 
 /*
- * The inodes the first walk met fewer names of than their links: walk SRC
- * again for their names (the first met is the one reported, as ever) and
- * report those still short of names, in inode order.
+ * The inodes of the table (those the first walk met fewer names of than
+ * their links): walk SRC again for their names (the first met is the one
+ * reported, as ever) and report those still short of names, in inode
+ * order.
  */
-static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
+static void recount_and_report(struct fsck *ck, struct src_ctx *sc)
 {
 	struct link_table *t = &sc->links;
 	struct outside *out = NULL;
@@ -1269,6 +1384,7 @@ static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 	if (t->n && (t->path = calloc(t->cap, sizeof(*t->path)))) {
 		sc->recount = true;
 		walk_tree_quiet(ck, sc, ck->srcfd, check_src_entry);
+		sc->recount = false;
 		out = calloc(t->n, sizeof(*out));
 		for (size_t i = 0; out && i < t->cap; i++) {
 			if (!t->path[i])
@@ -1294,13 +1410,166 @@ static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 				free(t->path[i]);
 		free(out);
 		free(t->path);
+		t->path = NULL;
 	}
+}
+
+/* A run (or the table's sorted inodes, mem) read in order. */
+struct run_reader {
+	const struct link_run *run;
+	const struct link_count *mem;
+	size_t next, n;		/* records taken; of buf, or of mem */
+	size_t buf_at, buf_n;	/* buf holds records [buf_at, buf_at + buf_n) */
+	struct link_count buf[LINK_RUN_BUF];
+};
+
+/* The reader's next record, NULL at its end or on a read error (-errno
+ * in *err). */
+static const struct link_count *run_peek(int fd, struct run_reader *r, int *err)
+{
+	if (r->next >= r->n)
+		return NULL;
+	if (r->mem)
+		return &r->mem[r->next];
+	if (r->next >= r->buf_at + r->buf_n) {
+		size_t want = r->n - r->next < LINK_RUN_BUF ? r->n - r->next : LINK_RUN_BUF;
+		ssize_t got = pread(fd, r->buf, want * sizeof(*r->buf),
+				    r->run->off + (off_t)(r->next * sizeof(*r->buf)));
+
+		if (got != (ssize_t)(want * sizeof(*r->buf))) {
+			*err = got < 0 ? -errno : -EIO;
+			return NULL;
+		}
+		r->buf_at = r->next;
+		r->buf_n = want;
+	}
+	return &r->buf[r->next - r->buf_at];
+}
+
+/*
+ * Merge the runs and the table (sorted) by inode into the inodes short of
+ * names, written after the runs: *left of them from *left_off.  An inode's
+ * links are those of its earliest run (its first name met), its names met
+ * the sum over all.
+ */
+static int link_merge_runs(struct link_table *t, off_t *left_off, size_t *left)
+{
+	size_t k = t->nruns + 1, nout = 0;
+	struct run_reader *r = calloc(k, sizeof(*r));
+	struct link_count out[LINK_RUN_BUF];
+	off_t at = t->spill_end;
+	int rc = 0;
+
+	if (!r)
+		return -ENOMEM;
+	link_sort(t);
+	for (size_t i = 0; i < t->nruns; i++) {
+		r[i].run = &t->runs[i];
+		r[i].n = t->runs[i].n;
+	}
+	r[k - 1].mem = t->slot;
+	r[k - 1].n = t->n;
+	*left_off = at;
+	*left = 0;
+	for (;;) {
+		const struct link_count *c, *min = NULL;
+		struct link_count sum;
+
+		for (size_t i = 0; i < k; i++) {
+			c = run_peek(t->spill_fd, &r[i], &rc);
+			if (rc < 0)
+				goto out;
+			if (c && (!min || c->ino < min->ino))
+				min = c;
+		}
+		if (!min)
+			break;
+		sum = (struct link_count){ min->ino, 0, 0 };
+		for (size_t i = 0; i < k; i++) {
+			c = run_peek(t->spill_fd, &r[i], &rc);
+			if (!c || c->ino != sum.ino)
+				continue;
+			if (!sum.nlink)
+				sum.nlink = c->nlink;
+			sum.met += c->met;
+			r[i].next++;
+		}
+		if (sum.met >= sum.nlink)
+			continue;
+		out[nout++] = sum;
+		if (nout == LINK_RUN_BUF) {
+			rc = ovs_pwrite_all(t->spill_fd, out, sizeof(out), at);
+			if (rc < 0)
+				goto out;
+			at += sizeof(out);
+			*left += nout;
+			nout = 0;
+		}
+	}
+	rc = ovs_pwrite_all(t->spill_fd, out, nout * sizeof(*out), at);
+	*left += nout;
+out:
+	free(r);
+	return rc;
+}
+
+/* The inodes the first walk met fewer names of than their links: those
+ * of the table or, if it spilled, of the merge, a table's worth at a
+ * time (the merge's are in inode order, so the findings are too). */
+static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
+{
+	struct link_table *t = &sc->links;
+	off_t at;
+	size_t left;
+	int rc;
+
+	if (!t->nruns) {
+		recount_and_report(ck, sc);
+		goto out;
+	}
+	rc = link_merge_runs(t, &at, &left);
+	if (rc < 0) {
+		finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
+			"SRC: cannot count the hard links: %s", strerror(-rc));
+		goto out;
+	}
+	while (left) {
+		size_t chunk = left < 3 * t->cap / 4 ? left : 3 * t->cap / 4;
+
+		memset(t->slot, 0, t->cap * sizeof(*t->slot));
+		t->n = 0;
+		for (size_t done = 0; done < chunk;) {
+			struct link_count buf[LINK_RUN_BUF];
+			size_t want = chunk - done < LINK_RUN_BUF ? chunk - done : LINK_RUN_BUF;
+
+			if (pread(t->spill_fd, buf, want * sizeof(*buf), at) !=
+			    (ssize_t)(want * sizeof(*buf))) {
+				finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
+					"SRC: cannot count the hard links: %m");
+				goto out;
+			}
+			/* marked only: the second walk counts their names */
+			for (size_t i = 0; i < want; i++)
+				t->slot[link_slot(t, buf[i].ino)] =
+					(struct link_count){ buf[i].ino, 1, 0 };
+			at += want * sizeof(*buf);
+			done += want;
+		}
+		t->n = chunk;
+		recount_and_report(ck, sc);
+		left -= chunk;
+	}
+out:
 	free(t->slot);
+	free(t->runs);
+	if (t->spill_fd >= 0)
+		close(t->spill_fd);
 }
 
 static void check_src(struct fsck *ck)
 {
-	struct src_ctx sc = { .until_ns = INT64_MAX };
+	struct src_ctx sc = { .until_ns = INT64_MAX,
+			      .links = { .spill_fd = -1, .max_cap = link_max_cap() } };
 	size_t n = ck->registry_ok ? ovs_snapshot_count(ck->v) : 0;
 
 	if (ck->srcfd < 0)

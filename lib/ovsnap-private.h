@@ -135,6 +135,15 @@ long ovs_fd_mnt_id(int fd);
 /* "-N" with digits only: a snapshot reference such as -1, an argument
  * rather than an option (lib/util.c). */
 bool ovs_negative_number(const char *arg);
+
+/* A new file no name leads to, read-write, in dir's filesystem (O_TMPFILE;
+ * where that is not supported, tmpfile() in /tmp): spools that must not
+ * live in memory, gone with the last fd even after a crash.  fd or -errno. */
+int ovs_unlinked_tmpfile(const char *dir);
+
+/* pwrite() all of buf at off (a short write is continued), or write() it
+ * at the file's offset if off < 0: 0 or -errno. */
+int ovs_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 void ovs_log(const struct ovs_volume *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Why a listed volume cannot be used (NULL when it can). */

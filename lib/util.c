@@ -27,12 +27,12 @@ const char *ovs_run_dir(void)
 	return d && *d ? d : RUNSTATEDIR;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+int ovs_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -41,6 +41,8 @@ static int write_all(int fd, const void *buf, size_t len)
 		}
 		p += n;
 		len -= n;
+		if (off >= 0)
+			off += n;
 	}
 	return 0;
 }
@@ -75,7 +77,7 @@ int ovs_write_file_atomic(int dirfd, const char *name, const void *buf, size_t l
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return ovs_err(errno, "create %s: %m", tmp);
-	rc = write_all(fd, buf, len);
+	rc = ovs_pwrite_all(fd, buf, len, -1);
 	if (rc < 0) {
 		ovs_err(-rc, "write %s: %s", tmp, strerror(-rc));
 		goto fail;
@@ -457,4 +459,19 @@ bool ovs_negative_number(const char *arg)
 		if (*p < '0' || *p > '9')
 			return false;
 	return true;
+}
+
+int ovs_unlinked_tmpfile(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		FILE *f = tmpfile();	/* unlinked at once */
+
+		if (!f)
+			return -errno;
+		fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+		fclose(f);
+	}
+	return fd < 0 ? -errno : fd;
 }

@@ -22,6 +22,10 @@ struct level {
 	char *name;		/* its name, owned */
 	char **names;		/* sorted walks: the entries, read in full */
 	size_t nnames, next;
+	/* Unsorted: entries of this read of the directory that entry()
+	 * left in it, and whether it removed any. */
+	size_t kept;
+	bool removed;
 	/* Parked (closed while the walk is deeper down, reopened through
 	 * ".." on the way back): where to go on reading, and what to find. */
 	bool parked;
@@ -186,6 +190,31 @@ static int level_read_all(struct level *lv)
 	return 0;
 }
 
+/*
+ * An unsorted read of lv from which entry() removed entries has ended: 1
+ * if the directory holds more entries than entry() kept (one was skipped:
+ * read it again from the start), 0 if not, -errno.  Nothing but entry()
+ * changes the directory meanwhile (the walks that remove are offline).
+ */
+static int level_missed_any(struct level *lv)
+{
+	struct dirent *de;
+	size_t left = 0;
+
+	rewinddir(lv->dir);
+	while ((errno = 0, de = readdir(lv->dir)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			left++;
+	if (errno)
+		return -errno;
+	rewinddir(lv->dir);
+	if (left <= lv->kept)
+		return 0;
+	lv->kept = 0;
+	lv->removed = false;
+	return 1;
+}
+
 /* The next entry name of lv but "." and "..", NULL at the end (errno set
  * on an error). */
 static const char *level_next(struct level *lv, bool sorted)
@@ -210,6 +239,8 @@ static int level_open(struct level *lv, const struct ovs_walk_dir *d, const char
 	lv->dir = NULL;
 	lv->names = NULL;
 	lv->nnames = lv->next = 0;
+	lv->kept = 0;
+	lv->removed = false;
 	lv->parked = false;
 	lv->name = strdup(name);
 	if (!lv->name)
@@ -250,6 +281,12 @@ int ovs_walk(struct ovs_walk_dir *root, const char *path, const struct ovs_walk_
 		struct ovs_walk_dir child;
 		const char *name = level_next(lv, ops->sorted);
 
+		if (!name && !errno && !ops->sorted && lv->removed) {
+			rc = level_missed_any(lv);
+			if (rc > 0)
+				continue;
+			errno = -rc;
+		}
 		if (!name) {
 			if (errno) {
 				rc = -errno;
@@ -291,6 +328,10 @@ int ovs_walk(struct ovs_walk_dir *root, const char *path, const struct ovs_walk_
 		rc = ops->entry(arg, &lv->d, name, pb.s, &child);
 		if (rc < 0)
 			goto out;
+		if (rc == OVS_WALK_REMOVED)
+			lv->removed = true;
+		else
+			lv->kept++;
 		if (rc != OVS_WALK_DESCEND)
 			continue;
 		if (n == cap) {

@@ -26,12 +26,16 @@ struct ovs_walk_dir {
 
 /* entry() asks to walk into the directory it opened into child->fd. */
 #define OVS_WALK_DESCEND 1
+/* entry() removed the entry from d (moved it out), or found it gone. */
+#define OVS_WALK_REMOVED 2
 
 struct ovs_walk_ops {
 	/* For each entry name of d but "." and "..", path its path: 0 to go
 	 * on, OVS_WALK_DESCEND after opening the entry (a directory, for
 	 * reading) into child->fd (and child->aux, times, flags as the
-	 * caller likes), or -errno to stop the walk. */
+	 * caller likes), OVS_WALK_REMOVED if the entry is no longer in d
+	 * (entry() may remove the entry it is given, and nothing else of
+	 * d), or -errno to stop the walk. */
 	int (*entry)(void *arg, struct ovs_walk_dir *d, const char *name, const char *path,
 		     struct ovs_walk_dir *child);
 	/* d was read to its end (path: its path, parent NULL for the root):
@@ -42,7 +46,15 @@ struct ovs_walk_ops {
 	 * without the rest of d.  NULL: stop. */
 	int (*read_error)(void *arg, struct ovs_walk_dir *d, const char *path, int err);
 	/* Each directory's entries in strcmp() order (read in full when the
-	 * walk enters it), for a reproducible order of changes. */
+	 * walk enters it, so memory grows with the largest directory), for
+	 * a reproducible order.  Unsorted walks read in readdir() order and
+	 * hold one readdir buffer per open level, whatever the directory's
+	 * size.  A directory entry() removed entries from is counted again
+	 * when read to its end: if more entries are left than entry() kept
+	 * (readdir() skipped one, which POSIX does not allow but a
+	 * filesystem might), it is read again from its start, so entry()
+	 * must be idempotent (an entry seen again: OVS_WALK_REMOVED if
+	 * gone). */
 	bool sorted;
 };
 

@@ -10,6 +10,12 @@
 #     fsck of the tree before the second names were made (the list of
 #     every linked name with its path that fsck kept before added 5.3 MiB
 #     here, the table of counts 0.9 MiB).
+# With the table's budget forced small (OVSNAP_TEST_FSCK_LINK_TABLE_BYTES),
+# the counts spill to a file in sorted runs and are merged back:
+#   - the findings are byte for byte those of the run that did not spill,
+#     also when the inodes short of names are recounted in several rounds;
+#   - 40,000 linked names add less than 384 KiB to the peak RSS (a table
+#     grown to hold them, as without the budget, adds 0.9 MiB).
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
@@ -41,6 +47,11 @@ fsck_rss() {
 		>"$OVS_TMP/fsck.out" 2>"$OVS_TMP/fsck.err"
 	FSCK_RC=$?
 	RSS=$(tail -1 "$OVS_TMP/time")
+}
+
+# fsck_rss_budget BYTES: fsck_rss with the link table's budget at BYTES
+fsck_rss_budget() {
+	OVSNAP_TEST_FSCK_LINK_TABLE_BYTES=$1 fsck_rss
 }
 
 # second_names: a second name of every file of tree/dK in links/d(K+1)
@@ -96,6 +107,47 @@ test_links_outside_src_among_many() {
 	fsck_rss
 	assertEquals "fsck -n exit when clean: $(cat "$OVS_TMP/fsck.out")" $FSCK_OK "$FSCK_RC"
 	assertEquals "fsck -n when clean" "$SRC: clean" "$(cat "$OVS_TMP/fsck.out")"
+}
+
+test_link_counts_spilled_and_merged() {
+	local base rss f
+
+	fsck_rss_budget 65536
+	base=$RSS
+	assertEquals "fsck of the plain tree: $(cat "$OVS_TMP/fsck.out" "$OVS_TMP/fsck.err")" \
+		$FSCK_OK "$FSCK_RC"
+	second_names
+	# 100 inodes with a third name outside SRC, over two folders; one
+	# has its name in links/ gone (only one name left in SRC)
+	mkdir "$OVS_MNT/out"
+	for f in $(seq -f 'f%g' 951 1000); do
+		ln "$SRC/tree/d2/$f" "$OVS_MNT/out/d2$f"
+		ln "$SRC/tree/d17/$f" "$OVS_MNT/out/d17$f"
+	done
+	rm "$SRC/links/d3/f960"
+	fsck_rss
+	assertEquals "fsck -n exit, table in memory: $(cat "$OVS_TMP/fsck.err")" \
+		$FSCK_UNCORRECTED "$FSCK_RC"
+	assertEquals "findings, table in memory" 101 "$(wc -l <"$OVS_TMP/fsck.out")"
+	mv "$OVS_TMP/fsck.out" "$OVS_TMP/unspilled.out"
+
+	fsck_rss_budget 65536
+	rss=$RSS
+	assertEquals "fsck -n exit, spilled: $(cat "$OVS_TMP/fsck.err")" \
+		$FSCK_UNCORRECTED "$FSCK_RC"
+	assertEquals "fsck -n findings, spilled, as in memory" \
+		"$(cat "$OVS_TMP/unspilled.out")" "$(cat "$OVS_TMP/fsck.out")"
+	echo "peak RSS with a 64 KiB table: $base KiB plain tree, $rss KiB with the links"
+	assertTrue "peak RSS $rss KiB with 40,000 linked names, $base KiB without, 64 KiB table: more than 384 KiB for the links" \
+		"[ $((rss - base)) -lt 384 ]"
+
+	# a table of 64 inodes: hundreds of runs, the 100 short of names
+	# recounted 48 at a time
+	fsck_rss_budget 1024
+	assertEquals "fsck -n exit, tiny table: $(cat "$OVS_TMP/fsck.err")" \
+		$FSCK_UNCORRECTED "$FSCK_RC"
+	assertEquals "fsck -n findings, tiny table, as in memory" \
+		"$(cat "$OVS_TMP/unspilled.out")" "$(cat "$OVS_TMP/fsck.out")"
 }
 
 . "$SHUNIT2"
