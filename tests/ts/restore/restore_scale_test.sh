@@ -5,7 +5,9 @@
 # one of 100 (the list in memory added about 8 MiB here), and so does a
 # restore of one path while 50,000 others differ.  The changes are still
 # applied: the live tree is snapshot 1 again, and the snapshot taken
-# before the rollback shows the state before it.
+# before the rollback shows the state before it.  Where /tmp is
+# read-only or fills up, the changes wait in memory instead (a memfd),
+# as ovsnap diff's output does.
 #
 # The changes are made cheaply: snapshot 1's layer gets the files while
 # the volume is deactivated (the state of a snapshot taken before they
@@ -15,7 +17,7 @@
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
-ovs_require_cmd mkfifo
+ovs_require_cmd mkfifo unshare
 [ -x /usr/bin/time ] || ovs_skip "needs /usr/bin/time (GNU time, for the peak RSS)"
 
 FOLDERS=50 PER=1000
@@ -24,6 +26,15 @@ FOLDERS=50 PER=1000
 OVS_TEST_TIMEOUT=$((OVS_TEST_TIMEOUT > 900 ? OVS_TEST_TIMEOUT : 900))
 # 100 bytes a name: what a path costs in memory shows
 LONG=$(printf 'n%.0s' {1..93})
+
+# a volume with snapshot 1 of keep/k
+setUp() {
+	ovs_mkfs xfs 1G || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+}
 
 tearDown() {
 	ovs_teardown
@@ -57,11 +68,6 @@ rss() {
 test_rollback_of_many_paths_holds_none_of_them() {
 	local base_rb base_rs n=$((FOLDERS * PER + FOLDERS + 1))
 
-	ovs_mkfs xfs 1G || return
-	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
 
 	# baselines: 102 changes
 	in_snapshot_1 small 1 100
@@ -93,6 +99,19 @@ test_rollback_of_many_paths_holds_none_of_them() {
 	assertEquals "snapshot 3" "keep small" "$(ls "$OVS_TMP/view" | xargs)"
 	ovs_run "$OVSNAP" umount "$OVS_TMP/view"
 	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+test_spool_in_memory_where_tmp_cannot_hold_it() {
+	# about 200 KiB of changes
+	in_snapshot_1 full 2 1000
+	ovs_in_tmpfs size=32k "$OVSNAP" rollback "$SRC" 1
+	assertEquals "rollback with /tmp filling up: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the pre-rollback snapshot" 2 "$OVS_OUT"
+	assertEquals "rollback with /tmp filling up: done" "" "$("$OVSNAP" diff "$SRC" 1)"
+	in_snapshot_1 ro 2 1000
+	ovs_in_tmpfs ro "$OVSNAP" restore "$SRC" 1 ro
+	assertEquals "restore with a read-only /tmp: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "restore with a read-only /tmp: done" "" "$("$OVSNAP" diff "$SRC" 1)"
 }
 
 . "$SHUNIT2"
