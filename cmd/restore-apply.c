@@ -59,6 +59,7 @@ struct change {
  */
 #define REC_KIND	'A'
 #define REC_FIELDS	'@'
+_Static_assert(OVS_DIFF_XATTRS < 0x20, "the fields of a change fit in 5 bits");
 
 struct spool {
 	int fd;

@@ -91,7 +91,7 @@ test_rollback_of_many_paths_holds_none_of_them() {
 	assertTrue "rollback: peak RSS $RSS KiB with $n changes, $base_rb KiB with 102: more than 2 MiB for the changes" \
 		"[ $((RSS - base_rb)) -lt 2048 ]"
 	assertEquals "big is back" $((FOLDERS * PER)) "$(find "$SRC/big" -type p | wc -l)"
-	assertEquals "the rollback is done" "" "$("$OVSNAP" diff "$SRC" 1)"
+	assertEquals "the rollback is done" "" "$("$OVSNAP" diff "$SRC" 1 | head -5)"
 	# the pre-rollback snapshot has no big
 	mkdir -p "$OVS_TMP/view"
 	ovs_run "$OVSNAP" mount "$SRC" 3 "$OVS_TMP/view"
@@ -107,11 +107,11 @@ test_spool_in_memory_where_tmp_cannot_hold_it() {
 	ovs_in_tmpfs size=32k "$OVSNAP" rollback "$SRC" 1
 	assertEquals "rollback with /tmp filling up: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "the pre-rollback snapshot" 2 "$OVS_OUT"
-	assertEquals "rollback with /tmp filling up: done" "" "$("$OVSNAP" diff "$SRC" 1)"
+	assertEquals "rollback with /tmp filling up: done" "" "$("$OVSNAP" diff "$SRC" 1 | head -5)"
 	in_snapshot_1 ro 2 1000
 	ovs_in_tmpfs ro "$OVSNAP" restore "$SRC" 1 ro
 	assertEquals "restore with a read-only /tmp: $(ovs_ran)" 0 "$OVS_RC"
-	assertEquals "restore with a read-only /tmp: done" "" "$("$OVSNAP" diff "$SRC" 1)"
+	assertEquals "restore with a read-only /tmp: done" "" "$("$OVSNAP" diff "$SRC" 1 | head -5)"
 }
 
 . "$SHUNIT2"
