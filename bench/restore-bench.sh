@@ -66,7 +66,8 @@ restore_big() { # TYPE
 	"$OVSNAP" deactivate "$src" >/dev/null
 }
 
-row "what" "ms" "baseline ms" "speedup" "baseline"
+[[ " $PARTS " == *" big "* || " $PARTS " == *" rollback "* ]] &&
+	row "what" "ms" "baseline ms" "speedup" "baseline"
 mkimg xfs "${IMG_SIZE:-20G}"
 [[ " $PARTS " == *" big "* ]] && mkimg ext4 8G
 if [[ " $PARTS " == *" big "* ]]; then
