@@ -2,7 +2,7 @@
 # ovsnap rollback and restore in bounded memory (issue 13 item 3): the
 # changes a rollback finds wait in a spool (an unlinked file), not in
 # memory, so a rollback of 50,000 changed paths peaks at about the RSS of
-# one of 100 (the list in memory added about 8 MiB here), and so does a
+# one of 100 (the list in memory added about 7 MiB here), and so does a
 # restore of one path while 50,000 others differ.  The changes are still
 # applied: the live tree is snapshot 1 again, and the snapshot taken
 # before the rollback shows the state before it.  Where /tmp is
