@@ -7,14 +7,26 @@
 #    (`cp VIEW/big SRC/big`, the way before restore existed), both in this
 #    run;
 #  - rolling back ${CHANGED:-1000} changed files in a tree of
-#    ${FILES:-1000000} files, against `rsync -a --delete` from a view.
+#    ${FILES:-1000000} files, against `rsync -a --delete` from a view;
+#  - (issue 13 item 3) rolling back ${MANY:-100000} changed paths: time
+#    and peak RSS (/usr/bin/time) of the rollback, and with
+#    OVSNAP_BASE=/path/to/ovsnap (another build, e.g. main's) of its
+#    rollback on an identical volume in the same run, ${ROUNDS:-1}
+#    alternating round(s).  The changes are made cheaply: snapshot 1's
+#    layer gets folders of 1000 fifos with 100-byte names while the volume
+#    is deactivated (the rollback makes them again through the snapshot
+#    mount; 10^5 changes made through it would take many minutes).
 # Run as root: OVSNAP=... FILEOPS=... bash bench/restore-bench.sh
+# (PARTS="big rollback many" picks the measurements.)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
 
 FILES=${FILES:-1000000}
 CHANGED=${CHANGED:-1000}
-PARTS=${PARTS:-big rollback}	# which measurements
+MANY=${MANY:-100000}
+ROUNDS=${ROUNDS:-1}
+OVSNAP_BASE=${OVSNAP_BASE:-}
+PARTS=${PARTS:-big rollback many}	# which measurements
 
 bench_setup restore
 bench_header "ovsnap restore/rollback benchmark"
@@ -54,9 +66,10 @@ restore_big() { # TYPE
 	"$OVSNAP" deactivate "$src" >/dev/null
 }
 
-row "what" "ms" "baseline ms" "speedup" "baseline"
+[[ " $PARTS " == *" big "* || " $PARTS " == *" rollback "* ]] &&
+	row "what" "ms" "baseline ms" "speedup" "baseline"
 mkimg xfs "${IMG_SIZE:-20G}"
-mkimg ext4 8G
+[[ " $PARTS " == *" big "* ]] && mkimg ext4 8G
 if [[ " $PARTS " == *" big "* ]]; then
 	restore_big xfs
 	restore_big ext4
@@ -101,4 +114,46 @@ if [[ " $PARTS " == *" rollback "* ]]; then
 	else
 		echo "rollback: rsync is not installed (the baseline)"
 	fi
+fi
+
+# rollback of MANY changed paths: one fresh volume per run
+many_run() { # BIN TAG: prints "MS KB", or "FAIL FAIL"
+	local bin=$1 src=$work/xfs/many-$2 upper d t0 t1 per=1000
+
+	mkdir -p "$src"
+	echo k >"$src/k"
+	"$bin" take "$src" >/dev/null
+	upper=$("$bin" list --json "$src" | grep -oE '"upper"[[:space:]]*:[[:space:]]*"[^"]*"' |
+		head -1 | sed -E 's/.*"([^"]*)"$/\1/')
+	"$bin" deactivate "$src" >/dev/null
+	for ((d = 0; d * per < MANY; d++)); do
+		mkdir -p "$upper/big/d$d"
+		(cd "$upper/big/d$d" && seq -f "%06g-$(printf 'n%.0s' {1..93})" \
+			$((MANY - d * per < per ? MANY - d * per : per)) | xargs mkfifo)
+	done
+	"$bin" activate "$src" >/dev/null
+	drop_caches
+	t0=$(now)
+	if /usr/bin/time -f %M -o "$work/.rss" "$bin" rollback -q "$src" 1 >/dev/null; then
+		t1=$(now)
+		echo "$(ms "$t0" "$t1") $(cat "$work/.rss")"
+	else
+		echo "FAIL FAIL"
+	fi
+	"$bin" deactivate "$src" >/dev/null
+}
+
+if [[ " $PARTS " == *" many "* ]]; then
+	echo
+	echo "rollback of $MANY changed paths (fifos in folders of 1000), $ROUNDS round(s)"
+	[ -n "$OVSNAP_BASE" ] && echo "base: $OVSNAP_BASE"
+	row "what" "ms" "peak RSS KiB" "" ""
+	for ((r = 1; r <= ROUNDS; r++)); do
+		if [ -n "$OVSNAP_BASE" ]; then
+			line=$(many_run "$OVSNAP_BASE" "base$r")
+			row "rollback $MANY paths, base, round $r" "${line% *}" "${line#* }" "" ""
+		fi
+		line=$(many_run "$OVSNAP" "this$r")
+		row "rollback $MANY paths, this, round $r" "${line% *}" "${line#* }" "" ""
+	done
 fi

@@ -192,6 +192,17 @@ void ovs_progress_end(struct ovs_progress *p);
 int ovs_drop_by_policy(struct ovs_volume *v, const char *spec, enum ovs_snap_class cls,
 		       bool explain, bool dry_run);
 
+/*
+ * An unlinked file to spool a long list of changes in, not memory (issue
+ * 13: a million changes must not be held): in /tmp, or with *in_memory
+ * set (or where /tmp cannot have one) a memory file named name (memfd).
+ * An O_RDWR fd, or -errno with the error set (cmd/common.c).
+ */
+int ovs_spool_file(const char *name, bool *in_memory);
+/* A write to a spool in /tmp failed with err because /tmp cannot hold
+ * it (read only, full, over quota): memory can. */
+bool ovs_spool_tmp_full(int err);
+
 /* Free what a POPT_ARG_ARGV option collected. */
 void ovs_free_argv(const char **argv);
 

@@ -4,10 +4,12 @@
  * progress line of long operations.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,4 +178,27 @@ void ovs_free_argv(const char **argv)
 	for (size_t i = 0; argv && argv[i]; i++)
 		free((char *)argv[i]);
 	free(argv);
+}
+
+bool ovs_spool_tmp_full(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EROFS;
+}
+
+int ovs_spool_file(const char *name, bool *in_memory)
+{
+	const char *dir = "/tmp";
+	int fd = -1;
+
+	if (!*in_memory) {
+		fd = ovs_unlinked_tmpfile(dir);
+		if (fd >= 0)
+			return fd;
+		/* not there, not writable, full: memory */
+		*in_memory = true;
+	}
+	fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0)
+		return ovs_err(errno, "spool for the changes in %s or in memory: %m", dir);
+	return fd;
 }

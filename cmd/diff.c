@@ -441,28 +441,10 @@ static off_t spool_cap(void)
 	return (off_t)DELEGATED_SPOOL_MAX_MIB << 20;
 }
 
-/* Where /tmp cannot hold the spool, memory can. */
-static bool tmp_cannot_hold(int err)
-{
-	return err == ENOSPC || err == EDQUOT || err == EROFS;
-}
-
 static int spool_open(struct spool *sp)
 {
-	const char *dir = "/tmp";
-
-	sp->fd = -1;
-	if (!sp->in_memory) {
-		sp->fd = ovs_unlinked_tmpfile(dir);
-		if (sp->fd >= 0)
-			return 0;
-		/* not there, not writable, full: memory */
-		sp->in_memory = true;
-	}
-	sp->fd = memfd_create("ovsnap-diff", MFD_CLOEXEC);
-	if (sp->fd < 0)
-		return ovs_err(errno, "spool for the changes in %s or in memory: %m", dir);
-	return 0;
+	sp->fd = ovs_spool_file("ovsnap-diff", &sp->in_memory);
+	return sp->fd < 0 ? sp->fd : 0;
 }
 
 static int spool_begin(struct spool *sp)
@@ -533,7 +515,7 @@ static void spool_end(struct spool *sp, int *rc)
 	if (err == EFBIG && sp->cap)
 		*rc = ovs_err(err, "diff output larger than %lld MiB; ask an administrator to "
 			      "run it", (long long)((sp->cap + (1 << 20) - 1) >> 20));
-	else if (tmp_cannot_hold(err) && !sp->in_memory)
+	else if (ovs_spool_tmp_full(err) && !sp->in_memory)
 		*rc = -err;	/* run again into memory */
 	else
 		*rc = ovs_err(err, "spool for the changes: %s", strerror(err));
@@ -612,7 +594,7 @@ static int run_diff(struct ovs_volume *v, const char *arg_a, const char *arg_b)
 			}
 			spool_end(&sp, &rc);
 		}
-		if (rc == 0 || sp.in_memory || !tmp_cannot_hold(-rc) || sp.write_err != -rc)
+		if (rc == 0 || sp.in_memory || !ovs_spool_tmp_full(-rc) || sp.write_err != -rc)
 			break;
 		/* /tmp filled up: again, into memory */
 		close(sp.fd);

@@ -4,7 +4,12 @@
  *
  * Which paths: ovs_diff() from the snapshot to the live tree, which reads
  * only the layers (never the whole tree) and lists every path that
- * differs, parents before their entries.  How: every change goes through
+ * differs, parents before their entries.  The list goes to a spool (an
+ * unlinked file, cmd/common.c), not memory, and is applied from there in
+ * a second pass: a rollback of a million paths holds none of them (issue
+ * 13).  Not as the diff finds them: the diff reads SRC below its marks
+ * and the newest layer, which the changes themselves alter.  How: every
+ * change goes through
  * the snapshot mount (SRC as users see it), so the daemon preserves what
  * it replaces into the newest layer and the restore can itself be undone.
  * File data cannot be cloned through FUSE, so the data of a file is handed
@@ -41,9 +46,31 @@
 #include "walk.h"
 
 struct change {
-	char *path;
+	const char *path;
 	enum ovs_diff_kind kind;
 	unsigned fields;
+};
+
+/*
+ * The changes, in the diff's order, as records of the spool: the kind
+ * ('A' + kind), the fields ('@' + fields, 5 bits), the path, a NUL.
+ * Neither byte before the path is a NUL, so a record starts after a NUL
+ * and the spool can be bisected by its bytes (differs()).
+ */
+#define REC_KIND	'A'
+#define REC_FIELDS	'@'
+_Static_assert(OVS_DIFF_XATTRS < 0x20, "the fields of a change fit in 5 bits");
+
+struct spool {
+	int fd;
+	bool in_memory;
+	FILE *f;		/* writing, then reading */
+	off_t size;
+	uint64_t count;
+	char *rec;		/* the record read last */
+	size_t reccap;
+	char *probe;		/* a record read by differs() */
+	size_t probecap;
 };
 
 struct hardlink {
@@ -61,15 +88,16 @@ struct restore {
 	size_t nfds;
 	int srcfd;			/* SRC's real directory: the lowest layer */
 	struct ovs_rstack *stack;	/* the snapshot */
-	struct change *changes;
-	size_t nchanges, capchanges;
+	struct spool changes;
 	struct hardlink *links;
 	size_t nlinks;
 	struct hardlink *layer_links;	/* names of linked files in the layers */
 	size_t nlayer_links;
 	bool layer_links_read;
-	char **dirs;			/* directories whose times come last */
+	char **dirs;			/* directories whose times are still due */
 	size_t ndirs, capdirs;
+	char **parent_dirs;		/* made by make_parents(): times at the end */
+	size_t nparent_dirs;
 	struct restore_stats *stats;
 	bool to_dest;			/* --to: livefd is DEST's parent, no daemon */
 };
@@ -725,22 +753,84 @@ static int path_cmp(const char *x, const char *y)
 	}
 }
 
-static bool differs(const struct restore *r, const char *path)
+/* The record of the spool that starts at or after off (off itself when
+ * a NUL is before it) into r->changes.probe, its length in *len: its
+ * start, or -errno; the spool's size when there is none. */
+static off_t spool_record(struct restore *r, off_t off, size_t *len)
 {
-	size_t lo = 0, hi = r->nchanges;
+	struct spool *sp = &r->changes;
+	off_t start = off;
+	size_t n = 0;
+	bool found = off == 0;
+
+	if (off > 0)
+		start = off - 1;	/* a record starts after a NUL */
+	while (start < sp->size) {
+		ssize_t got;
+		char *nul;
+
+		if (n + 4096 > sp->probecap) {
+			char *b = realloc(sp->probe, sp->probecap + 4096);
+
+			if (!b)
+				return -ENOMEM;
+			sp->probe = b;
+			sp->probecap += 4096;
+		}
+		got = pread(sp->fd, sp->probe + n, 4096, start + n);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		if (!found) {
+			nul = memchr(sp->probe, '\0', got);
+			if (!nul) {
+				start += got;
+				continue;
+			}
+			/* the record after it: read it again from its start */
+			start += nul - sp->probe + 1;
+			found = true;
+			continue;
+		}
+		nul = memchr(sp->probe + n, '\0', got);
+		n += got;
+		if (nul) {
+			*len = nul - sp->probe + 1;
+			return start;
+		}
+	}
+	return sp->size;
+}
+
+/* path is among the changes (the spool is in path_cmp() order): 1, 0,
+ * -errno. */
+static int differs(struct restore *r, const char *path)
+{
+	off_t lo = 0, hi = r->changes.size;
 
 	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		int c = path_cmp(path, r->changes[mid].path);
+		off_t mid = lo + (hi - lo) / 2, start;
+		size_t len = 0;
+		int c;
 
+		start = spool_record(r, mid, &len);
+		if (start < 0)
+			return ovs_err(-start, "read the spool of the changes: %s",
+				       strerror(-start));
+		if (start >= hi) {
+			hi = mid;	/* none starts in [mid, hi) */
+			continue;
+		}
+		c = path_cmp(path, r->changes.probe + 2);
 		if (c == 0)
-			return true;
+			return 1;
 		if (c < 0)
 			hi = mid;
 		else
-			lo = mid + 1;
+			lo = start + len;
 	}
-	return false;
+	return 0;
 }
 
 /*
@@ -767,7 +857,8 @@ static const char *unchanged_link(struct restore *r, const struct ovs_rentry *e,
 		if (snap_lookup(r, l->path, &q) <= 0 || q.st.st_dev != e->st.st_dev ||
 		    q.st.st_ino != e->st.st_ino)
 			continue;
-		if (differs(r, l->path) || live_lstat(r, l->path, &st) < 0 || !S_ISREG(st.st_mode))
+		if (differs(r, l->path) != 0 || live_lstat(r, l->path, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
 			continue;
 		return l->path;
 	}
@@ -942,25 +1033,79 @@ static int make_parents(struct restore *r, const char *path)
 static int collect(const struct ovs_diff_change *c, void *arg)
 {
 	struct restore *r = arg;
-	struct change *n;
+	FILE *f = r->changes.f;
 
-	if (r->nchanges == r->capchanges) {
-		size_t cap = r->capchanges ? r->capchanges * 2 : 64;
+	putc(REC_KIND + c->kind, f);
+	putc(REC_FIELDS + (c->fields & 0x1f), f);
+	fputs(c->path, f);
+	putc('\0', f);
+	r->changes.count++;
+	return ferror(f) ? -(errno ? errno : EIO) : 0;
+}
 
-		n = realloc(r->changes, cap * sizeof(*n));
-		if (!n)
-			return ovs_err(ENOMEM, "out of memory");
-		r->changes = n;
-		r->capchanges = cap;
+static void spool_close(struct spool *sp)
+{
+	if (sp->f)
+		fclose(sp->f);
+	else if (sp->fd >= 0)
+		close(sp->fd);
+	sp->f = NULL;
+	sp->fd = -1;
+}
+
+/*
+ * The changes from snapshot snap to the live tree into the spool.  A
+ * spool in /tmp that fills up is made again in memory (as ovsnap diff's,
+ * cmd/diff.c), with the diff run again: nothing was changed yet.
+ */
+static int spool_changes(struct restore *r, uint64_t snap)
+{
+	struct spool *sp = &r->changes;
+	int rc;
+
+	for (;;) {
+		sp->fd = ovs_spool_file("ovsnap-restore", &sp->in_memory);
+		if (sp->fd < 0)
+			return sp->fd;
+		sp->f = fdopen(sp->fd, "w+");
+		if (!sp->f)
+			return fail(errno, "spool for the changes");
+		sp->count = 0;
+		rc = ovs_diff_all(r->v, snap, OVS_DIFF_LIVE, r->srcfd, collect, r);
+		if (rc == 0 && fflush(sp->f) != 0)
+			rc = -(errno ? errno : EIO);
+		if (rc < 0 && ferror(sp->f)) {
+			if (!sp->in_memory && ovs_spool_tmp_full(-rc)) {
+				spool_close(sp);
+				sp->in_memory = true;
+				continue;
+			}
+			rc = fail(-rc, "spool for the changes");
+		}
+		if (rc < 0)
+			return rc;
+		sp->size = ftello(sp->f);
+		rewind(sp->f);
+		return 0;
 	}
-	n = &r->changes[r->nchanges];
-	n->path = strdup(c->path);
-	if (!n->path)
-		return ovs_err(ENOMEM, "out of memory");
-	n->kind = c->kind;
-	n->fields = c->fields;
-	r->nchanges++;
-	return 0;
+}
+
+/* The next change of the spool into *c (valid until the next call): 1,
+ * 0 after the last, -errno. */
+static int spool_next(struct restore *r, struct change *c)
+{
+	struct spool *sp = &r->changes;
+	ssize_t n = getdelim(&sp->rec, &sp->reccap, '\0', sp->f);
+
+	if (n < 0)
+		return ferror(sp->f) ? fail(errno ? errno : EIO, "read the spool of the changes")
+				     : 0;
+	if (n < 3 || sp->rec[n - 1] != '\0')
+		return ovs_err(EIO, "read the spool of the changes: a truncated record");
+	c->kind = sp->rec[0] - REC_KIND;
+	c->fields = sp->rec[1] - REC_FIELDS;
+	c->path = sp->rec + 2;
+	return 1;
 }
 
 static int open_snapshot(struct restore *r, uint64_t snap)
@@ -997,10 +1142,54 @@ static bool in_scope(const char *path, const char *const *paths, size_t n)
 	return false;
 }
 
+/* A directory's times as they were in the snapshot, when it is a
+ * directory in both. */
+static int dir_times(struct restore *r, const char *path)
+{
+	struct ovs_rentry e;
+	struct stat st;
+	int in_snap = snap_lookup(r, path, &e);
+
+	if (in_snap < 0)
+		return ovs_err_keep(-in_snap, "%s in the snapshot", path);
+	if (in_snap && S_ISDIR(e.st.st_mode) && live_lstat(r, path, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
+		return set_times(r, path, &e.st);
+	return 0;
+}
+
+/*
+ * The times of the noted directories that path is not in (NULL: all).
+ * The changes come in path order, so every change inside a directory
+ * comes before the first change outside it: a directory's times can be
+ * set as soon as the changes leave it, and only the directories on the
+ * path of the current change wait.  A directory's own times do not
+ * change its parent's, so the order among them does not matter.
+ */
+static int dirs_done(struct restore *r, const char *path)
+{
+	int rc = 0;
+
+	for (size_t i = r->ndirs; i > 0; i--) {
+		char *d = r->dirs[i - 1];
+
+		if (path && (strcmp(path, d) == 0 || path_below(path, d)))
+			continue;
+		if (rc == 0)
+			rc = dir_times(r, d);
+		free(d);
+		memmove(&r->dirs[i - 1], &r->dirs[i], (r->ndirs - i) * sizeof(*r->dirs));
+		r->ndirs--;
+	}
+	return rc;
+}
+
 static int run(struct restore *r, uint64_t snap, const char *const *paths, size_t n)
 {
 	struct ovs_progress prog = { .what = r->cmd };
-	const char *removed = NULL;
+	char *removed = NULL;
+	struct change c = { 0 };
+	uint64_t done;
 	int rc;
 
 	r->livefd = open(r->src, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1011,29 +1200,41 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 		return r->srcfd;
 	rc = open_snapshot(r, snap);
 	if (rc == 0)
-		rc = ovs_diff_all(r->v, snap, OVS_DIFF_LIVE, r->srcfd, collect, r);
+		rc = spool_changes(r, snap);
 	if (rc == 0)
 		restore_pause();
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = make_parents(r, paths[i]);
-	for (size_t i = 0; rc == 0 && i < r->nchanges; i++) {
-		const struct change *c = &r->changes[i];
-
-		ovs_progress_show(&prog, i, r->nchanges);
-		if (!in_scope(c->path, paths, n))
+	/* the parents made above wait for the end: the changes below them
+	 * may come after changes outside them */
+	r->parent_dirs = r->dirs;
+	r->nparent_dirs = r->ndirs;
+	r->dirs = NULL;
+	r->ndirs = r->capdirs = 0;
+	for (done = 0; rc == 0 && (rc = spool_next(r, &c)) > 0; done++) {
+		rc = 0;
+		ovs_progress_show(&prog, done, r->changes.count);
+		if (!in_scope(c.path, paths, n))
 			continue;
 		/* removed with a directory above it */
-		if (removed && path_below(c->path, removed))
+		if (removed && path_below(c.path, removed))
 			continue;
-		rc = apply_change(r, c);
+		rc = dirs_done(r, c.path);
+		if (rc == 0)
+			rc = apply_change(r, &c);
 		if (rc < 0)
 			break;
-		if (c->kind == OVS_DIFF_ADDED)
-			removed = c->path;
+		if (c.kind == OVS_DIFF_ADDED) {
+			free(removed);
+			removed = strdup(c.path);
+			if (!removed)
+				rc = ovs_err(ENOMEM, "out of memory");
+		}
 		r->stats->changed++;
-		/* the directory it is in changed: its times come last */
-		if (*c->path) {
-			char *parent = parent_of(c->path);
+		/* the directory it is in changed: its times come after the
+		 * changes in it */
+		if (rc == 0 && *c.path) {
+			char *parent = parent_of(c.path);
 
 			if (!parent)
 				rc = ovs_err(ENOMEM, "out of memory");
@@ -1043,20 +1244,12 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 		}
 		restore_step();
 	}
+	free(removed);
 	ovs_progress_end(&prog);
-	/* directory times last, deepest first: a directory's own time does
-	 * not change its parent's */
-	for (size_t i = r->ndirs; rc == 0 && i > 0; i--) {
-		struct ovs_rentry e;
-		struct stat st;
-		int in_snap = snap_lookup(r, r->dirs[i - 1], &e);
-
-		if (in_snap < 0)
-			rc = ovs_err_keep(-in_snap, "%s in the snapshot", r->dirs[i - 1]);
-		else if (in_snap && S_ISDIR(e.st.st_mode) &&
-			 live_lstat(r, r->dirs[i - 1], &st) == 0 && S_ISDIR(st.st_mode))
-			rc = set_times(r, r->dirs[i - 1], &e.st);
-	}
+	if (rc == 0)
+		rc = dirs_done(r, NULL);
+	for (size_t i = r->nparent_dirs; rc == 0 && i > 0; i--)
+		rc = dir_times(r, r->parent_dirs[i - 1]);
 	return rc;
 }
 
@@ -1067,9 +1260,9 @@ static void restore_free(struct restore *r)
 		if (r->fds[i] >= 0)
 			close(r->fds[i]);
 	free(r->fds);
-	for (size_t i = 0; i < r->nchanges; i++)
-		free(r->changes[i].path);
-	free(r->changes);
+	spool_close(&r->changes);
+	free(r->changes.rec);
+	free(r->changes.probe);
 	for (size_t i = 0; i < r->nlinks; i++)
 		free(r->links[i].path);
 	free(r->links);
@@ -1079,6 +1272,9 @@ static void restore_free(struct restore *r)
 	for (size_t i = 0; i < r->ndirs; i++)
 		free(r->dirs[i]);
 	free(r->dirs);
+	for (size_t i = 0; i < r->nparent_dirs; i++)
+		free(r->parent_dirs[i]);
+	free(r->parent_dirs);
 	if (r->livefd >= 0)
 		close(r->livefd);
 	if (r->srcfd >= 0)
@@ -1089,7 +1285,7 @@ int restore_paths(const char *cmd, struct ovs_volume *v, uint64_t snap, const ch
 		  size_t n, struct restore_stats *stats)
 {
 	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = -1,
-			     .srcfd = -1, .stats = stats };
+			     .srcfd = -1, .stats = stats, .changes.fd = -1 };
 	int rc = run(&r, snap, paths, n);
 
 	if (rc < 0)
@@ -1137,7 +1333,7 @@ int restore_copy_out(const char *cmd, struct ovs_volume *v, uint64_t snap, const
 		     int destdirfd, const char *destname, struct restore_stats *stats)
 {
 	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = destdirfd,
-			     .srcfd = -1, .stats = stats, .to_dest = true };
+			     .srcfd = -1, .stats = stats, .to_dest = true, .changes.fd = -1 };
 	struct ovs_rentry e;
 	int rc;
 

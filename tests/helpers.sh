@@ -642,6 +642,37 @@ ovs_snapshot_layers() {
 		awk '$1 == "id" { id = $2 } $1 == "upper" { sub(/^upper /, ""); print id, $0 }'
 }
 
+# OVS_TMPFS_RUN OPTIONS CMD ARGS... (a bash script, for unshare -m): CMD ARGS
+# with a tmpfs mounted with OPTIONS on /tmp.  A build that lies under
+# /tmp (a CI clone there) stays reachable: the top directory of the
+# build under the old /tmp (held open as fd 9) is bound back into the
+# tmpfs before a read-only one is made read-only.
+OVS_TMPFS_RUN='set -e
+opts=$1; shift
+mount --make-rprivate /
+exec 9</tmp
+build=$(realpath "$1")
+mount -t tmpfs -o "$(sed "s/\(^\|,\)ro\(,\|$\)/\1rw\2/" <<<"$opts")" ovsnap-test-tmp /tmp
+case $build in
+/tmp/?*)
+	top=${build#/tmp/}
+	top=${top%%/*}
+	mkdir "/tmp/$top"
+	mount --no-canonicalize --bind "/proc/self/fd/9/$top" "/tmp/$top"
+	;;
+esac
+case ,$opts, in *,ro,*) mount -o remount,ro /tmp ;; esac
+exec "$@"'
+
+# ovs_in_tmpfs OPTIONS CMD ARGS...: ovs_run CMD ARGS in a mount namespace
+# of its own whose /tmp is a tmpfs mounted with OPTIONS ("ro", "size=32k")
+ovs_in_tmpfs() {
+	local opts=$1
+
+	shift
+	ovs_run unshare -m -- bash -c "$OVS_TMPFS_RUN" _ "$opts" "$@"
+}
+
 # ovs_ctl REQUEST: send one request to the control socket of the daemon
 # this script started (the only socket in $OVSNAP_RUN_DIR apart from
 # those of lazily detached daemons, detached-PID.sock) and print the

@@ -31,34 +31,12 @@ tearDown() {
 	ovs_teardown
 }
 
-# TMPFS_RUN OPTIONS CMD ARGS... (a bash script, for unshare -m): CMD ARGS
-# with a tmpfs mounted with OPTIONS on /tmp.  A build that lies under
-# /tmp (a CI clone there) stays reachable: the top directory of the
-# build under the old /tmp (held open as fd 9) is bound back into the
-# tmpfs before a read-only one is made read-only.
-TMPFS_RUN='set -e
-opts=$1; shift
-mount --make-rprivate /
-exec 9</tmp
-build=$(realpath "$1")
-mount -t tmpfs -o "$(sed "s/\(^\|,\)ro\(,\|$\)/\1rw\2/" <<<"$opts")" ovsnap-test-tmp /tmp
-case $build in
-/tmp/?*)
-	top=${build#/tmp/}
-	top=${top%%/*}
-	mkdir "/tmp/$top"
-	mount --no-canonicalize --bind "/proc/self/fd/9/$top" "/tmp/$top"
-	;;
-esac
-case ,$opts, in *,ro,*) mount -o remount,ro /tmp ;; esac
-exec "$@"'
-
 # in_tmpfs OPTIONS ARGS...: ovsnap ARGS in a mount namespace of its own
 # whose /tmp is a tmpfs mounted with OPTIONS
 in_tmpfs() {
 	local opts=$1
 	shift
-	ovs_run unshare -m -- bash -c "$TMPFS_RUN" _ "$opts" "$OVSNAP" "$@"
+	ovs_in_tmpfs "$opts" "$OVSNAP" "$@"
 }
 
 test_read_only_tmp() {
@@ -129,7 +107,7 @@ test_delegated_spool_cap() {
 		"diff output larger than 1 MiB; ask an administrator to run it"
 	# a full /tmp is not the cap
 	delegated OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_DIFF_SPOOL_MAX=200000 unshare -m -- \
-		bash -c "$TMPFS_RUN" _ size=32k "$OVSNAP" diff "$SRC" 1
+		bash -c "$OVS_TMPFS_RUN" _ size=32k "$OVSNAP" diff "$SRC" 1
 	assertEquals "full /tmp, under the cap: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertTrue "full /tmp, under the cap: the same" '[ "$WANT" = "$OVS_OUT" ]'
 }
