@@ -62,17 +62,7 @@ wait_bounded() {
 
 # Hold the first write of SRC/held/file at the gate.
 hold_a_preserve() {
-	local i status
-	touch "$GATE"
-	printf 'changed\n' >>"$SRC/held/file" &
-	BG=$!
-	for i in $(seq 200); do
-		status=$(ovs_ctl status)
-		case $status in *preserving=[1-9]*) return 0 ;; esac
-		sleep 0.05
-	done
-	fail "no preserve held at the gate ($status)"
-	return 1
+	ovs_start_held "$GATE" sh -c "printf 'changed\\n' >>'$SRC/held/file'"
 }
 
 # run_bounded WHAT COMMAND...: COMMAND completes within 20 seconds while
@@ -187,17 +177,10 @@ test_namespace_changes_during_a_held_preserve_ext4() {
 # inode lock, so changes of the file's other names come to the daemon
 # meanwhile and meet only its busy mark.
 hold_a_truncate() {
-	local i status
 	touch "$GATE"
 	: >"$1" &
 	BG=$!
-	for i in $(seq 200); do
-		status=$(ovs_ctl status)
-		case $status in *preserving=[1-9]*) return 0 ;; esac
-		sleep 0.05
-	done
-	fail "no preserve of $1 held at the gate ($status)"
-	return 1
+	ovs_wait_held "$1"
 }
 
 # Issue 13 item 2: an unlink, a rename and a link of another name of a
