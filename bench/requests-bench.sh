@@ -16,6 +16,8 @@ FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 N=${N:-200}
 OPS="create stat rename append delete"
 tr=/sys/kernel/tracing
+# A fresh machine may not have tracefs mounted yet.
+[ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
 [ -d "$tr/events/fuse/fuse_request_send" ] || { echo "bench: no fuse tracepoints (kernel 6.16+, tracefs at $tr)" >&2; exit 1; }
 
 bench_setup requests
