@@ -106,6 +106,25 @@ mkimg() { # TYPE SIZE -> mounted at $work/TYPE
 	mount "$dev" "$work/$type"
 }
 
+# passthrough_mount REAL MNT [OPTION...]: the plain libfuse passthrough
+# ($FUSE_PASSTHROUGH, the floor of what FUSE costs) of REAL mounted at MNT;
+# its pid in PASSTHROUGH_PID, its stderr in $work/NAME.log.  The bench
+# stops with the log when it has not mounted within 5 seconds.
+passthrough_mount() {
+	local real=$1 mnt=$2 log
+	shift 2
+	log=$work/$(basename "$mnt").log
+	"$FUSE_PASSTHROUGH" "$@" "$real" "$mnt" 2>"$log" &
+	PASSTHROUGH_PID=$!
+	for _ in $(seq 50); do
+		findmnt -n "$mnt" >/dev/null && return 0
+		sleep 0.1
+	done
+	cat "$log" >&2
+	echo "bench: the passthrough did not mount at $mnt" >&2
+	exit 1
+}
+
 now() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

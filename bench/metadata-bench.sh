@@ -38,12 +38,7 @@ if [ -n "${OVSNAPD_BASE:-}" ]; then
 	OVSNAPD=$OVSNAPD_BASE "$OVSNAP" take "$x/base" >/dev/null
 	targets="$targets base"
 fi
-"$FUSE_PASSTHROUGH" "$x/fp-real" "$x/fp" &
-for _ in $(seq 50); do
-	findmnt -n "$x/fp" >/dev/null && break
-	sleep 0.1
-done
-findmnt -n "$x/fp" >/dev/null || { echo "bench: the passthrough did not mount" >&2; exit 1; }
+passthrough_mount "$x/fp-real" "$x/fp"
 
 declare -A runs
 one() { # WHERE KIND OP DIR

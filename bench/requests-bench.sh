@@ -16,6 +16,8 @@ FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 N=${N:-200}
 OPS="create stat rename append delete"
 tr=/sys/kernel/tracing
+# A fresh machine may not have tracefs mounted yet.
+[ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
 [ -d "$tr/events/fuse/fuse_request_send" ] || { echo "bench: no fuse tracepoints (kernel 6.16+, tracefs at $tr)" >&2; exit 1; }
 
 bench_setup requests
@@ -29,12 +31,7 @@ mkimg xfs 1G
 x=$work/xfs
 mkdir -p "$x/fp-real" "$x/fp" "$x/live"
 "$OVSNAP" take "$x/live" >/dev/null
-"$FUSE_PASSTHROUGH" "$x/fp-real" "$x/fp" &
-for _ in $(seq 50); do
-	findmnt -n "$x/fp" >/dev/null && break
-	sleep 0.1
-done
-findmnt -n "$x/fp" >/dev/null || { echo "bench: the passthrough did not mount" >&2; exit 1; }
+passthrough_mount "$x/fp-real" "$x/fp"
 mkdir "$x/fp-real/old" "$x/live/old"
 "$FILEOPS" create "$x/fp-real/old" "$N" 4096 >/dev/null
 "$FILEOPS" create "$x/live/old" "$N" 4096 >/dev/null

@@ -10,69 +10,24 @@
 # Needs about 12 GiB of free space under ${BENCH_DIR:-/var/tmp}.
 set -euo pipefail
 
-OVSNAP=${OVSNAP:-$PWD/ovsnap}
-FILEOPS=${FILEOPS:-$PWD/bench/ovs-fileops}
-FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 BIG_MB=${BIG_MB:-1024}
 SMALL_FILES=${SMALL_FILES:-20000}
 BIG_TREE=${BIG_TREE:-200000}
 REPEAT=${REPEAT:-5}
 LIVE_ROUNDS=${LIVE_ROUNDS:-3}
+# shellcheck source=bench/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 
-work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ovsnap-bench.XXXXXX")
-# settings files too: a bench never writes /etc/ovsnap
-export OVSNAP_STATE_DIR=$work/state OVSNAP_RUN_DIR=$work/run OVSNAP_CONF_DIR=$work/conf
-loops=()
-
-# Every FUSE daemon measured here holds an O_PATH fd (or an open file) for
-# each inode the kernel remembers.  ovsnapd raises its own limit, the
-# others inherit ours: raise it as far as root may, so that all of them
-# create the full ${SMALL_FILES} files.  Where the limit stays lower, the
+# Every FUSE daemon measured here but ovsnapd holds an O_PATH fd (or an
+# open file) for each inode the kernel remembers, and inherits our limit
+# (bench_setup raises it as far as root may).  Where it stays lower, the
 # workload shrinks to fit, and the report says so on its first lines.
-ulimit -Hn "$(cat /proc/sys/fs/nr_open)" 2>/dev/null || true
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+bench_setup snapshot
 if [ "$(ulimit -n)" != unlimited ] && [ "$SMALL_FILES" -gt $(( $(ulimit -n) / 2 )) ]; then
-	echo "note: open file limit $(ulimit -n) (hard): ${SMALL_FILES} small files capped at $(( $(ulimit -n) / 2 ))"
+	echo "note: open file limit $(ulimit -n): ${SMALL_FILES} small files capped at $(( $(ulimit -n) / 2 ))"
 	SMALL_FILES=$(( $(ulimit -n) / 2 ))
 fi
-
-cleanup() {
-	set +e
-	for m in $(findmnt -rn -o TARGET | grep "^$work" | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
-		umount "$m" 2>/dev/null || umount -l "$m"
-	done
-	# Stop our daemons by PID (their command line names $work), never by
-	# a name pattern that could match another run's.
-	for p in /proc/[0-9]*; do
-		[ "$(cat "$p/comm" 2>/dev/null)" = ovsnapd ] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$work/" && kill "${p#/proc/}"
-	done
-	sleep 0.5
-	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-mkimg() { # TYPE SIZE -> mounted at $work/TYPE
-	local type=$1 size=$2 img=$work/$1.img dev
-	truncate -s "$size" "$img"
-	dev=$(losetup -f --show "$img")
-	loops+=("$dev")
-	case $type in
-	xfs) mkfs.xfs -q -m reflink=1 "$dev" ;;
-	ext4) mkfs.ext4 -q -F "$dev" ;;
-	btrfs) mkfs.btrfs -q -f "$dev" ;;
-	esac
-	mkdir -p "$work/$type"
-	mount "$dev" "$work/$type"
-}
-
-now() { date +%s%N; }
-ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "-"; else printf "%.2f", a / b }'; }
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-row() { printf '%-46s %12s %12s %12s   %s\n' "$@"; }
 
 take_ms() { # SRC -> median ms of $REPEAT takes
 	local src=$1 t0 t1
@@ -82,29 +37,11 @@ take_ms() { # SRC -> median ms of $REPEAT takes
 	done | median
 }
 
-mktree() { # DIR N: N empty files in folders of 1000
-	local dir=$1 n=$2 d
-	mkdir -p "$dir"
-	for ((d = 0; d * 1000 < n; d++)); do
-		mkdir "$dir/d$d"
-		(cd "$dir/d$d" && touch $(seq -f 'f%g' 1 1000))
-	done
-}
-
 seq_write_ms() { # FILE
 	local t0 t1
 	drop_caches
 	t0=$(now)
 	dd if=/dev/zero of="$1" bs=1M count="$BIG_MB" conv=fsync status=none
-	t1=$(now)
-	ms "$t0" "$t1"
-}
-
-seq_read_ms() { # FILE
-	local t0 t1
-	drop_caches
-	t0=$(now)
-	dd if="$1" of=/dev/null bs=1M status=none
 	t1=$(now)
 	ms "$t0" "$t1"
 }
@@ -120,7 +57,7 @@ small_ms() { # DIR create|delete -> ms, or FAIL (a failure must not read as 0 ms
 	awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
 }
 
-echo "ovsnap snapshot-mount benchmarks, $(date -u +%FT%TZ), $(uname -r), $(nproc) cores"
+bench_header "ovsnap snapshot-mount benchmarks"
 echo "sizes: big file ${BIG_MB} MiB, ${SMALL_FILES} small files, big tree ${BIG_TREE} files; medians of ${REPEAT} takes, of ${LIVE_ROUNDS} live-path rounds"
 echo
 
@@ -178,11 +115,8 @@ if command -v fuse-overlayfs >/dev/null; then
 fi
 have_fp=no
 if [ -x "$FUSE_PASSTHROUGH" ]; then
-	"$FUSE_PASSTHROUGH" "$work/xfs/fp-real" "$work/xfs/fp" &
-	for _ in $(seq 50); do
-		findmnt -n "$work/xfs/fp" >/dev/null && { have_fp=yes; break; }
-		sleep 0.1
-	done
+	passthrough_mount "$work/xfs/fp-real" "$work/xfs/fp"
+	have_fp=yes
 fi
 declare -A res
 # This VM's speed drifts by 2-4x within minutes (shared host), so the
@@ -196,7 +130,7 @@ for ((round = 1; round <= LIVE_ROUNDS; round++)); do
 		d=$work/xfs/$where
 		rm -f "$d/big"
 		runs[$where,write]+="$(seq_write_ms "$d/big") "
-		runs[$where,read]+="$(seq_read_ms "$d/big") "
+		runs[$where,read]+="$(read_ms "$d/big") "
 		mkdir "$d/small.$round"
 		runs[$where,create]+="$(small_ms "$d/small.$round" create) "
 		runs[$where,delete]+="$(small_ms "$d/small.$round" delete) "

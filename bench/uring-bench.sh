@@ -121,14 +121,8 @@ mount_fp() { # NAME [OPTION]: mount the passthrough of $x/NAME-real at $x/NAME
 	local name=$1
 
 	shift
-	"$FUSE_PASSTHROUGH" "$@" "$x/$name-real" "$x/$name" 2>"$work/$name.log" &
-	pid[$name]=$!
-	for _ in $(seq 50); do
-		findmnt -n "$x/$name" >/dev/null && break
-		sleep 0.1
-	done
-	findmnt -n "$x/$name" >/dev/null ||
-		{ cat "$work/$name.log" >&2; echo "bench: $name did not mount" >&2; exit 1; }
+	passthrough_mount "$x/$name-real" "$x/$name" "$@"
+	pid[$name]=$PASSTHROUGH_PID
 	stat "$x/$name" >/dev/null	# INIT is answered: the rings are up
 }
 rings() { # NAME: how many io_uring ring threads the daemon runs

@@ -920,6 +920,15 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
  * was): the change starts again under ns_lock for writing. */
 #define NS_RELOCK (-3)
 
+/* After NS_RELOCK: out of the marks, to start again under ns_lock for
+ * writing (counted in the status reply, for the tests). */
+static struct busy_keys *ns_relock(void)
+{
+	ns_change_end();
+	__atomic_add_fetch(&D.relocks, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
 static bool entry_stat(struct dnode *dir, const char *name, struct stat *st);
 
 /*
@@ -961,8 +970,7 @@ again:
 				err = preserve_path(ovs_preserve_name, path, "create");
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
-		ns_change_end();
-		ks = NULL;
+		ks = ns_relock();
 		goto again;
 	}
 	return err;
@@ -1102,8 +1110,7 @@ again:
 				err = preserve_path(ovs_preserve_object, &path, "unlink");
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
-		ns_change_end();
-		ks = NULL;
+		ks = ns_relock();
 		goto again;
 	}
 	if (!err) {
@@ -1161,8 +1168,7 @@ again:
 				err = preserve_rmdir_path(&path, "rmdir");
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
-		ns_change_end();
-		ks = NULL;
+		ks = ns_relock();
 		goto again;
 	}
 	if (!err) {
@@ -1318,8 +1324,7 @@ again:
 			err = rename_prepare(&a, ks);
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
-		ns_change_end();
-		ks = NULL;
+		ks = ns_relock();
 		goto again;
 	}
 	if (err == RENAME_NOTHING) {

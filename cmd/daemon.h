@@ -111,6 +111,7 @@ struct daemon {
 	struct dnode *root;
 	unsigned long open_handles;
 	uint64_t ns_seq;		/* bumped by every name change */
+	unsigned relocks;		/* atomic: name changes that met another object than they marked */
 
 	/* the barrier and the worker pool (daemon-loop.c) */
 	pthread_mutex_t loop_lock;

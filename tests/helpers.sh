@@ -694,6 +694,31 @@ print(s.recv(4096).decode())
 EOF
 }
 
+# ovs_wait_held [WHAT]: wait (10 s at most) until the daemon this script
+# started holds a preserve at its test gate (OVSNAPD_TEST_HOOKS=1 and the
+# gate file present); otherwise fail the current test, naming WHAT.
+ovs_wait_held() {
+	local i status
+
+	for i in $(seq 200); do
+		status=$(ovs_ctl status)
+		case $status in *preserving=[1-9]*) return 0 ;; esac
+		sleep 0.05
+	done
+	fail "no preserve${1:+ of $1} held at the gate ($status)"
+	return 1
+}
+
+# ovs_start_held GATE COMMAND...: create GATE, start COMMAND in the
+# background (its pid in BG) and wait until its preserve is held there.
+ovs_start_held() {
+	touch "$1"
+	shift
+	"$@" &
+	BG=$!
+	ovs_wait_held
+}
+
 # ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]: deactivate SRC,
 # then mount every snapshot k read-only as a stock overlay of
 # upper_k:...:upper_n:SRC and compare its manifest with

@@ -62,17 +62,7 @@ wait_bounded() {
 
 # Hold the first write of SRC/held/file at the gate.
 hold_a_preserve() {
-	local i status
-	touch "$GATE"
-	printf 'changed\n' >>"$SRC/held/file" &
-	BG=$!
-	for i in $(seq 200); do
-		status=$(ovs_ctl status)
-		case $status in *preserving=[1-9]*) return 0 ;; esac
-		sleep 0.05
-	done
-	fail "no preserve held at the gate ($status)"
-	return 1
+	ovs_start_held "$GATE" sh -c "printf 'changed\\n' >>'$SRC/held/file'"
 }
 
 # run_bounded WHAT COMMAND...: COMMAND completes within 20 seconds while
@@ -225,17 +215,10 @@ test_namespace_changes_during_a_held_preserve_ext4() {
 # inode lock, so changes of the file's other names come to the daemon
 # meanwhile and meet only its busy mark.
 hold_a_truncate() {
-	local i status
 	touch "$GATE"
 	: >"$1" &
 	BG=$!
-	for i in $(seq 200); do
-		status=$(ovs_ctl status)
-		case $status in *preserving=[1-9]*) return 0 ;; esac
-		sleep 0.05
-	done
-	fail "no preserve of $1 held at the gate ($status)"
-	return 1
+	ovs_wait_held "$1"
 }
 
 # Issue 13 item 2: an unlink, a rename and a link of another name of a
@@ -300,6 +283,66 @@ test_changes_of_another_name_wait_for_its_preserve_ext4() {
 	ovs_teardown
 	FSTYPE=ext4 setUp
 	changes_of_another_name_wait_for_its_preserve
+}
+
+# relocks: the daemon's count of name changes that met another object
+# under the name than the one they had marked (ovsnapd(8), status)
+relocks() {
+	ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p'
+}
+
+# A name replaced behind the mount (through the filesystem beneath SRC)
+# while an unlink or a rename of it waits for its object's busy mark: under
+# the marks it finds another object than the one it marked, so it starts
+# again under ns_lock for writing (NS_RELOCK, reachable only this way).  It
+# completes, acts on the object now under the name, and the held truncate
+# of the old object's other name still lands on that object.
+test_name_replaced_behind_the_mount_while_a_change_waits() {
+	local c rc pid n0 bypass=$OVS_TMP/bypass
+
+	for c in rm mv; do
+		printf 'old %s\n' "$c" >"$SRC/held/$c"
+		ln "$SRC/held/$c" "$SRC/other/$c.2"
+	done
+	take_snapshot
+	mkdir -p "$bypass"
+	mount --bind "$OVS_MNT" "$bypass" || { fail "bind mount of the filesystem"; return; }
+	for c in rm mv; do
+		n0=$(relocks)
+		hold_a_truncate "$SRC/held/$c" || return
+		case $c in
+		rm) rm "$SRC/other/rm.2" & ;;
+		mv) mv "$SRC/other/mv.2" "$SRC/other/mv.3" & ;;
+		esac
+		pid=$!
+		sleep 1
+		kill -0 "$pid" 2>/dev/null
+		assertTrue "$c waits for the object's held preserve" $?
+		printf 'behind %s\n' "$c" >"$bypass/src/other/$c.new" &&
+			mv "$bypass/src/other/$c.new" "$bypass/src/other/$c.2" ||
+			fail "replace other/$c.2 behind the mount"
+		rm -f "$GATE"
+		wait_bounded 60 "$BG"
+		rc=$?
+		BG=
+		assertEquals "the held truncate of $c succeeds once released" 0 "$rc"
+		wait_bounded 60 "$pid"
+		assertEquals "$c completes once released" 0 $?
+		assertEquals "$c started again under the lock of every name change" \
+			$((n0 + 1)) "$(relocks)"
+	done
+	# The kernel's attributes of what changed behind it may be stale:
+	# read the filesystem itself.
+	assertEquals "the names after the changes" \
+"held/file 1 9
+held/mv 1 0
+held/rm 1 0
+other/deep/d 1 5
+other/f1 1 2
+other/f2 1 2
+other/f3 1 2
+other/mv.3 1 10" "$(cd "$bypass/src" && find held other -type f -printf '%p %n %s\n' | LC_ALL=C sort)"
+	umount "$bypass"
 }
 
 # Many processes at once, each making first changes: different files in

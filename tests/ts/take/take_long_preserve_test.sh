@@ -60,24 +60,9 @@ forget_manifest() {
 	rm -f "$MF/pending"
 }
 
-# Wait until the daemon holds a request at the gate.
-wait_held() {
-	local i status
-	for i in $(seq 200); do
-		status=$(ovs_ctl status)
-		case $status in *preserving=[1-9]*) return 0 ;; esac
-		sleep 0.05
-	done
-	fail "no preserve held at the gate ($status)"
-	return 1
-}
-
 # Start "$@" in the background with its preserve held at the gate.
 start_held() {
-	touch "$GATE"
-	"$@" &
-	BG=$!
-	wait_held
+	ovs_start_held "$GATE" "$@"
 }
 
 # The held command is still waiting: what ran meanwhile did not wait for it.
