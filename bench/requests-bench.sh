@@ -29,12 +29,7 @@ mkimg xfs 1G
 x=$work/xfs
 mkdir -p "$x/fp-real" "$x/fp" "$x/live"
 "$OVSNAP" take "$x/live" >/dev/null
-"$FUSE_PASSTHROUGH" "$x/fp-real" "$x/fp" &
-for _ in $(seq 50); do
-	findmnt -n "$x/fp" >/dev/null && break
-	sleep 0.1
-done
-findmnt -n "$x/fp" >/dev/null || { echo "bench: the passthrough did not mount" >&2; exit 1; }
+start_passthrough "$x/fp-real" "$x/fp"
 mkdir "$x/fp-real/old" "$x/live/old"
 "$FILEOPS" create "$x/fp-real/old" "$N" 4096 >/dev/null
 "$FILEOPS" create "$x/live/old" "$N" 4096 >/dev/null
