@@ -6,7 +6,9 @@
 #   delete: N files in a folder new since the take, and in a folder that
 #   existed at the take (every first change is preserved there)
 # Targets take turns round after round (this VM drifts by 2-4x within
-# minutes); each figure is the median of its rounds.  A snapshot is taken
+# minutes); each figure is the median of its rounds.  The passthrough runs
+# twice: in this script's session, and in one of its own as a daemon does
+# (bench-lib.sh, start_passthrough: the fair floor for ovsnapd).  A snapshot is taken
 # at the start of every round, so the "old" folder of the round holds
 # files that the newest snapshot must keep.
 #
@@ -30,15 +32,16 @@ echo "N=$N files per folder, medians of $ROUNDS rounds; libfuse $(ldd "$FUSE_PAS
 mkimg xfs 4G
 x=$work/xfs
 
-targets="native fp live"
-mkdir -p "$x/native" "$x/fp-real" "$x/fp" "$x/live"
+targets="native fp fpd live"
+mkdir -p "$x/native" "$x/fp-real" "$x/fp" "$x/fpd-real" "$x/fpd" "$x/live"
 "$OVSNAP" take "$x/live" >/dev/null
 if [ -n "${OVSNAPD_BASE:-}" ]; then
 	mkdir -p "$x/base"
 	OVSNAPD=$OVSNAPD_BASE "$OVSNAP" take "$x/base" >/dev/null
 	targets="$targets base"
 fi
-passthrough_mount "$x/fp-real" "$x/fp"
+start_passthrough "$x/fp-real" "$x/fp"
+start_passthrough "$x/fpd-real" "$x/fpd" own-session
 
 declare -A runs
 one() { # WHERE KIND OP DIR
@@ -60,7 +63,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	# (the passthrough's through its real directory).
 	for w in $targets; do
 		real=$x/$w
-		[ "$w" = fp ] && real=$x/fp-real
+		[ "$w" = fp ] || [ "$w" = fpd ] && real=$x/$w-real
 		mkdir "$real/old.$r"
 		"$FILEOPS" create "$real/old.$r" "$N" 4096 >/dev/null
 	done
@@ -82,15 +85,19 @@ med() { # KEY
 	if [[ " ${runs[$1]:-FAIL}" == *" FAIL "* ]]; then echo FAIL; else tr ' ' '\n' <<<"${runs[$1]}" | grep . | median; fi
 }
 echo
-printf '%-22s %10s %10s %10s %10s   %s\n' "ms" native passthr ovsnapd "${OVSNAPD_BASE:+base}" "ovsnapd vs passthrough speed${OVSNAPD_BASE:+ | base vs passthrough}"
+printf '%-22s %9s %9s %9s %9s %9s   %s\n' "ms" native passthr pt-daemon ovsnapd "${OVSNAPD_BASE:+base}" \
+	"ovsnapd's speed vs passthrough, vs pt-daemon${OVSNAPD_BASE:+ | base, the same}"
 for kind in new old; do
 	for op in $OPS; do
 		[ "$kind" = old ] && [ "$op" = create ] && continue
-		n=$(med "native,$kind,$op"); p=$(med "fp,$kind,$op"); l=$(med "live,$kind,$op")
+		n=$(med "native,$kind,$op"); p=$(med "fp,$kind,$op"); pd=$(med "fpd,$kind,$op")
+		l=$(med "live,$kind,$op")
 		b=; [ -n "${OVSNAPD_BASE:-}" ] && b=$(med "base,$kind,$op")
-		printf '%-22s %10s %10s %10s %10s   %s\n' "$op ($kind folder)" "$n" "$p" "$l" "$b" \
-			"$(ratio "$p" "$l")x${b:+ | $(ratio "$p" "$b")x}"
+		printf '%-22s %9s %9s %9s %9s %9s   %s\n' "$op ($kind folder)" "$n" "$p" "$pd" "$l" "$b" \
+			"$(ratio "$p" "$l")x $(ratio "$pd" "$l")x${b:+ | $(ratio "$p" "$b")x $(ratio "$pd" "$b")x}"
 	done
 done
+echo "(passthr: the plain passthrough in this script's session; pt-daemon: the same"
+echo " in a session of its own, as a daemon runs, and as ovsnapd does)"
 echo "(append in the old folder is each file's first change since the take: a preserve;"
 echo " rename and delete there preserve the name; stat is a cold walk of the N files)"

@@ -31,7 +31,7 @@ mkimg xfs 1G
 x=$work/xfs
 mkdir -p "$x/fp-real" "$x/fp" "$x/live"
 "$OVSNAP" take "$x/live" >/dev/null
-passthrough_mount "$x/fp-real" "$x/fp"
+start_passthrough "$x/fp-real" "$x/fp"
 mkdir "$x/fp-real/old" "$x/live/old"
 "$FILEOPS" create "$x/fp-real/old" "$N" 4096 >/dev/null
 "$FILEOPS" create "$x/live/old" "$N" 4096 >/dev/null

@@ -24,13 +24,16 @@
 #include <inttypes.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -366,6 +369,50 @@ static unsigned preserving_count(void)
 	return n;
 }
 
+/*
+ * Every request is a hand-off: the caller wakes a worker and sleeps until
+ * it answers.  The daemon runs in a session of its own, so in a group of
+ * the scheduler of its own (autogroup, or a systemd unit's cgroup), never
+ * the caller's: when the caller sleeps its group leaves the CPU, and with
+ * other groups runnable there the worker waits for whichever of them has
+ * the earliest deadline, often a whole slice of a busy process.  A plain
+ * FUSE passthrough started the same way waits just as long (ovsnapd(8),
+ * Costs).  A short slice (EEVDF, Linux 6.12+: sched_runtime of a
+ * SCHED_OTHER thread, 0.1 ms the least) gives a woken worker, and its
+ * group, an early deadline: it runs soon after the wake-up instead.  It
+ * changes latency only, not the CPU share the daemon gets.  Older
+ * kernels ignore it; a failure changes nothing but speed.
+ */
+#define WORKER_SLICE_NS 100000ULL
+
+struct sched_attr_slice {	/* struct sched_attr, which glibc lacks */
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime;
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+};
+
+static void worker_short_slice(void)
+{
+#ifdef SYS_sched_setattr
+	struct sched_attr_slice a = {
+		.size = sizeof(a),
+		.sched_policy = SCHED_OTHER,
+		.sched_runtime = WORKER_SLICE_NS,
+	};
+
+	/* Keep the nice value the daemon was started with. */
+	errno = 0;
+	a.sched_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0)
+		syscall(SYS_sched_setattr, 0, &a, 0);
+#endif
+}
+
 static void *worker_main(void *arg);
 
 /* Caller holds loop_lock. */
@@ -390,6 +437,7 @@ static void *worker_main(void *arg)
 	(void)arg;
 	if (identity_thread_init() < 0)
 		dlog(LOG_ERR, "set up the identity of a worker thread: %m");
+	worker_short_slice();
 	for (;;) {
 		int res;
 
@@ -454,6 +502,7 @@ static void *replayer_main(void *arg)
 {
 	(void)arg;
 	identity_thread_init();
+	worker_short_slice();
 	pthread_mutex_lock(&D.loop_lock);
 	while (!D.barrier && D.deferred_head) {
 		struct deferred *d = D.deferred_head;

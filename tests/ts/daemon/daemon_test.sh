@@ -192,6 +192,29 @@ test_sigkill_leaves_enotconn_and_restart() {
 	assertEquals "take through the new daemon (stderr: $OVS_ERR)" 0 "$OVS_RC"
 }
 
+# Every request hands the CPU from the caller to a worker in another
+# scheduling group (the daemon's own session); a short EEVDF slice
+# (Linux 6.12+) lets the woken worker run soon (ovsnapd(8), Costs).  Seen
+# in /proc/PID/task/TID/sched (CONFIG_SCHED_DEBUG): the kernel's default
+# slice for the main thread, 0.1 ms for the workers.
+test_workers_ask_for_a_short_slice() {
+	local pid t n=0 main
+	pid=$(daemon_pid)
+	assertNotNull "daemon pid" "$pid"
+	main=$(awk '$1 == "se.slice" { print $3 }' "/proc/$pid/sched" 2>/dev/null)
+	if [ -z "$main" ] || ! python3 -c 'import os, sys
+major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+sys.exit(0 if (major, minor) >= (6, 12) else 1)'; then
+		ovs_skip_test "no se.slice in /proc/PID/sched, or a kernel before 6.12"
+		return
+	fi
+	cat "$SRC/file" >/dev/null
+	for t in /proc/"$pid"/task/*; do
+		[ "$(awk '$1 == "se.slice" { print $3 }' "$t/sched")" = 100000 ] && n=$((n + 1))
+	done
+	assertTrue "workers with a 0.1 ms slice: $n (the main thread's: $main)" "[ $n -ge 4 ]"
+}
+
 # No clock: what the test sees while the daemon's status still says
 # barrier=1 happened under the barrier.  The hold is long (60 s) only so a
 # loaded machine cannot end it before the checks.
