@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "merge.h"
+#include "ovsnap-private.h"
 
 static const char *waiting_cmd;
 
