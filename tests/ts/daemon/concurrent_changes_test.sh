@@ -60,6 +60,26 @@ wait_bounded() {
 	wait "$2"
 }
 
+# waits_for_the_held_one WHAT PID: PID, a change started while a preserve
+# is held, is still waiting a second later, and so is the held change;
+# once the gate opens, both complete.
+waits_for_the_held_one() {
+	local what=$1 pid=$2 rc
+
+	sleep 1
+	kill -0 "$pid" 2>/dev/null
+	assertTrue "$what waits for the held preserve" $?
+	kill -0 "$BG" 2>/dev/null
+	assertTrue "$what: the held change is still held" $?
+	rm -f "$GATE"
+	wait_bounded 60 "$BG"
+	rc=$?
+	BG=
+	assertEquals "$what: the held change succeeds once released" 0 "$rc"
+	wait_bounded 60 "$pid"
+	assertEquals "$what completes once released" 0 $?
+}
+
 # Hold the first write of SRC/held/file at the gate.
 hold_a_preserve() {
 	ovs_start_held "$GATE" sh -c "printf 'changed\\n' >>'$SRC/held/file'"
@@ -121,19 +141,7 @@ test_create_over_an_existing_object_waits_for_its_preserve() {
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
 	hold_a_truncate "$SRC/held/file" || return
 	printf 'new\n' >"$SRC/other/late" &
-	pid=$!
-	sleep 1
-	kill -0 "$pid" 2>/dev/null
-	assertTrue "the create over the held object waits for its preserve" $?
-	kill -0 "$BG" 2>/dev/null
-	assertTrue "the held truncate is still held" $?
-	rm -f "$GATE"
-	wait_bounded 60 "$BG"
-	rc=$?
-	BG=
-	assertEquals "the held truncate succeeds once released" 0 "$rc"
-	wait_bounded 60 "$pid"
-	assertEquals "the create completes once released" 0 $?
+	waits_for_the_held_one "the create over the held object" $!
 	assertEquals "the live file" "new" "$(cat "$under/src/held/file")"
 	upper=$(ovs_snapshot_layers "$SRC" | tail -1 | cut -d' ' -f2-)
 	assertEquals "the snapshot keeps held/file" "original" "$(cat "$upper/held/file" 2>&1)"
@@ -170,19 +178,7 @@ namespace_changes_during_a_held_preserve() {
 		sh -c "printf 'linked\n' >>'$SRC/other2/l.link'"
 	# Last: the kernel keeps moving/ locked while the rename waits.
 	mv "$SRC/moving/dir" "$SRC/moving/dir.moved" &
-	mvpid=$!
-	sleep 1
-	kill -0 "$mvpid" 2>/dev/null
-	assertTrue "a rename of a directory waits for the held preserve" $?
-	kill -0 "$BG" 2>/dev/null
-	assertTrue "the held write is still held" $?
-	rm -f "$GATE"
-	wait_bounded 60 "$BG"
-	rc=$?
-	BG=
-	assertEquals "the held write succeeds once released" 0 "$rc"
-	wait_bounded 60 "$mvpid"
-	assertEquals "the rename of a directory completes once released" 0 $?
+	waits_for_the_held_one "a rename of a directory" $!
 	assertEquals "the live tree after the changes" \
 "moving/dir.moved/f
 other/deep/d
@@ -244,19 +240,7 @@ changes_of_another_name_wait_for_its_preserve() {
 		mv) mv "$SRC/other/mv.2" "$SRC/other/mv.3" & ;;
 		ln) ln "$SRC/other/ln.2" "$SRC/other2/ln.4" & ;;
 		esac
-		pid=$!
-		sleep 1
-		kill -0 "$pid" 2>/dev/null
-		assertTrue "$c of another name waits for the object's held preserve" $?
-		kill -0 "$BG" 2>/dev/null
-		assertTrue "the held truncate of $c is still held" $?
-		rm -f "$GATE"
-		wait_bounded 60 "$BG"
-		rc=$?
-		BG=
-		assertEquals "the held truncate of $c succeeds once released" 0 "$rc"
-		wait_bounded 60 "$pid"
-		assertEquals "$c of another name completes once released" 0 $?
+		waits_for_the_held_one "$c of another name" $!
 	done
 	assertEquals "the live names after the changes" \
 "held/file 1 9
