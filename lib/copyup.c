@@ -177,10 +177,11 @@ int ovs_upper_dir_done(struct ovs_layer *l, int udirfd, const struct timespec ti
 	 * though we just added an entry to it. */
 	if (futimens(udirfd, times) < 0)
 		return ovs_err(errno, "restore times of an upper directory: %m");
-	/* Rule 8: the entry is on disk before SRC may change. */
+	/* Rule 8: the entry is on disk before SRC may change (or the log
+	 * orders it before the change: ovs_log_orders). */
 	/* Under the directory's lock (install_locked, ovs_link_into): whoever
 	 * finds this entry next finds the layer marked if it failed. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch &&
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !l->batch && !ovs_log_orders(l) &&
 	    (!may_defer || ovs_group_defer(l, udirfd) < 0))
 		return ovs_layer_fsync(l, udirfd, "upper directory", "");
 	return 0;
@@ -597,8 +598,11 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 	 * sync) forces the log up to it, and with it the clone (whose data
 	 * FICLONE wrote back first; the log force flushes the device's
 	 * cache).  Copied bytes are not ordered with the log: fsync them,
-	 * and realtime files (clone_log_ordered). */
+	 * and realtime files (clone_log_ordered); and the entry's fsync is
+	 * needed too (ovs_log_order_lost): an overwrite in place of SRC's
+	 * unshared file, fdatasynced, forces no log. */
 	if (!(l->flags & OVS_LAYER_NOSYNC) && !(!copied && clone_log_ordered(l, out))) {
+		ovs_log_order_lost(l);
 		rc = ovs_layer_fsync(l, out, "copy of ", path);
 		if (rc < 0)
 			goto out;
@@ -648,7 +652,7 @@ static int build_dir(struct ovs_layer *l, int sdirfd, const char *name, bool opa
 	rc = copy_metadata(in, "", stx, out, "", path);
 	if (rc < 0)
 		goto out;
-	if (!(l->flags & OVS_LAYER_NOSYNC))
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !ovs_log_orders(l))
 		rc = ovs_layer_fsync(l, out, "copy of ", path);
 out:
 	close(in);
@@ -702,6 +706,9 @@ int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opa
 
 	if (fstatat(sdirfd, *name ? name : ".", &probe, AT_SYMLINK_NOFOLLOW) < 0)
 		return ovs_err(errno, "stat %s: %m", name);
+	/* A mount inside SRC: not in the upper's log. */
+	if (probe.st_dev != l->src_dev)
+		ovs_log_order_lost(l);
 	for (tries = 0; ; tries++) {
 		tmp_name(l, tmp);
 		if (S_ISREG(probe.st_mode))
@@ -823,8 +830,9 @@ static int make_whiteout_base(struct ovs_layer *l)
 		unlinkat(l->workfd, tmp, 0);
 		return -err;
 	}
-	/* Once per layer: the links made to it must never outlive it. */
-	if (!(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->workfd) < 0)
+	/* Once per layer: the links made to it must never outlive it (the
+	 * log orders it before them, where it orders the preserve). */
+	if (!(l->flags & OVS_LAYER_NOSYNC) && !ovs_log_orders(l) && syncfs(l->workfd) < 0)
 		return -ovs_layer_sync_failed(l, errno);
 	return 0;
 }

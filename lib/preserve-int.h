@@ -30,10 +30,13 @@ struct ovs_layer {
 	 * ovs_preserve_subtree, which the daemon runs with no other
 	 * preserve in parallel (a rename excludes every other change). */
 	bool batch;
-	/* XFS: metadata changes reach the disk in the order they were made
-	 * (one log, forced up to a point by any fsync), so a copy made of
-	 * clones and metadata only needs no fsync of its own before the
-	 * fsync of the upper directory it is moved into (rule 8). */
+	/* XFS, and SRC's root on the same filesystem as the upper: every
+	 * metadata change of both reaches the disk in the order it was made
+	 * (one log, replayed as a prefix, forced up to a point by any fsync),
+	 * so a copy made of clones and metadata only needs no fsync of its
+	 * own before the fsync of the upper directory it is moved into, and
+	 * a preserve that copied no bytes needs no fsync at all before a
+	 * change to an object of that filesystem (ovs_log_orders, rule 8). */
 	bool log_ordered;
 	/* __atomic: the errno of the first failed sync of the upper, for
 	 * good (ovs_layer_sync_error); told: someone asked to log it. */
@@ -127,5 +130,14 @@ int ovs_layer_fsync(struct ovs_layer *l, int fd, const char *what, const char *p
  * the group's end instead of fsyncing it now (0), or -1: not grouped, or
  * the list is full. */
 int ovs_group_defer(struct ovs_layer *l, int udirfd);
+
+/* Does the log order what the calling thread's preserve into l wrote
+ * so far before the change it guards (no fsync needed)?  True only on a
+ * log_ordered layer, inside an entry point, while the preserve wrote no
+ * bytes outside the log and the object lies on the upper's filesystem. */
+bool ovs_log_orders(const struct ovs_layer *l);
+/* The preserve wrote data outside the log (copied bytes), or its object
+ * lies on another filesystem: every fsync of rule 8 is needed again. */
+void ovs_log_order_lost(const struct ovs_layer *l);
 
 #endif

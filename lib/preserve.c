@@ -77,7 +77,10 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 	{
 		struct statfs sfs;
 
-		l->log_ordered = fstatfs(upperfd, &sfs) == 0 && sfs.f_type == XFS_SUPER_MAGIC;
+		/* One log for the upper and the changes to SRC: same device
+		 * (XFS has no subvolumes; a store elsewhere has its own). */
+		l->log_ordered = fstatfs(upperfd, &sfs) == 0 && sfs.f_type == XFS_SUPER_MAGIC &&
+				 ust.st_dev == sst.st_dev;
 	}
 	*out = l;
 	return 0;
@@ -105,6 +108,66 @@ int ovs_layer_upper_fd(const struct ovs_layer *l)
 bool ovs_layer_cloned(const struct ovs_layer *l)
 {
 	return __atomic_load_n(&l->last_cloned, __ATOMIC_RELAXED);
+}
+
+/* ---- rule 8, ordered by the log ------------------------------------------- */
+
+/*
+ * On XFS the upper and SRC (same device: log_ordered) share one log.
+ * Transactions enter the CIL in the order they commit, checkpoints are
+ * written in sequence order (each commit record after the one before),
+ * and recovery replays a prefix of them; a log force - any fsync, a
+ * sync, the log worker, a full CIL - writes every checkpoint up to the
+ * one it needs, after a cache flush (REQ_PREFLUSH) that also makes the
+ * data writeback FICLONE waited for before it shared the extents
+ * durable.  So a change to SRC that reaches the disk through the log
+ * (rename, unlink, setattr, xattrs, an append's allocation and size, the
+ * remap of a copy-on-write over the extents a clone shares) cannot be
+ * durable before the upper's entries, clones, whiteouts, metadata and
+ * restored times that were committed before it: a preserve that wrote
+ * nothing outside the log needs no fsync at all.
+ *
+ * Not so, and every fsync stays, when the preserve copied bytes: the
+ * copy is not shared, so an overwrite in place of SRC's file followed by
+ * fdatasync (which forces the log only for size or extent changes) can
+ * be durable while the copy's entry in the upper is not; nor for a
+ * realtime file (its data is not ordered with the log); nor for an
+ * object on another filesystem (a mount inside SRC, a store elsewhere),
+ * whose change is in another log.  A failed write of the log shuts XFS
+ * down, and with it the change to SRC, so the layer's sticky sync_err,
+ * still set by every fsync that is made, is needed for nothing more.
+ * ext4 (fast commits log single inodes) and btrfs (log trees per inode)
+ * give no such order: log_ordered is XFS only.
+ *
+ * The scope is the calling thread's, from an entry point's start to its
+ * end; preserves in parallel each have their own.  A directory one made
+ * without fsync may be found by another thread whose preserve copied
+ * bytes: that one's fsync of it (or of anything) forces the log past
+ * the directory's entry too.
+ */
+static __thread const struct ovs_layer *log_scope;
+
+bool ovs_log_orders(const struct ovs_layer *l)
+{
+	return log_scope == l && !(l->flags & OVS_LAYER_NOSYNC);
+}
+
+void ovs_log_order_lost(const struct ovs_layer *l)
+{
+	if (log_scope == l)
+		log_scope = NULL;
+}
+
+static void log_scope_begin(struct ovs_layer *l)
+{
+	log_scope = l->log_ordered ? l : NULL;
+}
+
+/* The object a change is about to reach: on the upper's filesystem? */
+static void log_scope_object(struct ovs_layer *l, const struct stat *st)
+{
+	if (st->st_dev != l->src_dev)
+		ovs_log_order_lost(l);
 }
 
 /* ---- coverage ------------------------------------------------------------- */
@@ -363,6 +426,7 @@ out:
 static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			   const struct ovs_relpath *path, const struct stat *st)
 {
+	log_scope_object(l, st);
 	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
 		return copy_up_linked(l, m, path, st);
 	return copy_up_one(l, path, false);
@@ -457,7 +521,7 @@ static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
 	if (udir < 0)
 		return udir;
 	rc = ovl_set_opaque_at(udir, ubase);
-	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch) {
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch && !ovs_log_orders(l)) {
 		int fd = openat(udir, ubase, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		rc = fd < 0 ? ovs_err(errno, "open %s in the upper: %m", ubase)
@@ -675,8 +739,9 @@ static int merge_leave(void *arg, struct ovs_walk_dir *d, struct ovs_walk_dir *p
 	int rc;
 
 	(void)parent;
-	/* Entries durable before the flag that says "complete". */
-	if (!(w->l->flags & OVS_LAYER_NOSYNC)) {
+	/* Entries durable before the flag that says "complete" (the log
+	 * orders them before it). */
+	if (!(w->l->flags & OVS_LAYER_NOSYNC) && !ovs_log_orders(w->l)) {
 		rc = ovs_layer_fsync(w->l, d->aux, "in the upper: ", path);
 		if (rc < 0)
 			return rc;
@@ -711,6 +776,7 @@ static int preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	if (!S_ISDIR(st.st_mode))
 		return c == OVS_NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
+	log_scope_object(l, &st);
 	if (c == OVS_NOT_COVERED) {
 		rc = copy_up_one(l, path, false);
 		if (rc < 0)
@@ -739,7 +805,8 @@ static int preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 		 * entry: files with copied bytes are still fsynced before
 		 * they are moved in (clones on XFS are forced by the log,
 		 * build_regular), and each directory before it is marked
-		 * opaque.  The walk's
+		 * opaque; none of them where the log orders the whole tree
+		 * before the rename (ovs_log_orders).  The walk's
 		 * paths are relative to the renamed directory. */
 		l->batch = true;
 		rc = ovs_walk(&root, "", &merge_ops, &w);
@@ -747,7 +814,8 @@ static int preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 		if (rc < 0)
 			rc = ovs_err_keep(-rc, "preserve the tree of %s", DESCRIBE(path, what));
 	}
-	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && syncfs(l->upperfd) < 0)
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !ovs_log_orders(l) &&
+	    syncfs(l->upperfd) < 0)
 		rc = ovs_err(ovs_layer_sync_failed(l, errno), "sync the upper: %m");
 	return rc;
 }
@@ -766,25 +834,52 @@ static int checked(struct ovs_layer *l, int rc)
 	return rc < 0 ? rc : ovs_layer_check(l);
 }
 
+/* Each entry point is one scope of ovs_log_orders. */
+static int scoped(struct ovs_layer *l, int rc)
+{
+	log_scope = NULL;
+	return checked(l, rc);
+}
+
 int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path)
 {
-	return ovs_layer_check(l) ?: checked(l, preserve_object_at(l, m, path));
+	int rc = ovs_layer_check(l);
+
+	if (rc)
+		return rc;
+	log_scope_begin(l);
+	return scoped(l, preserve_object_at(l, m, path));
 }
 
 int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 {
-	return ovs_layer_check(l) ?: checked(l, preserve_rmdir(l, path));
+	int rc = ovs_layer_check(l);
+
+	if (rc)
+		return rc;
+	log_scope_begin(l);
+	return scoped(l, preserve_rmdir(l, path));
 }
 
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 		      const struct ovs_relpath *path)
 {
-	return ovs_layer_check(l) ?: checked(l, preserve_name(l, m, path));
+	int rc = ovs_layer_check(l);
+
+	if (rc)
+		return rc;
+	log_scope_begin(l);
+	return scoped(l, preserve_name(l, m, path));
 }
 
 int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 			 const struct ovs_relpath *path)
 {
-	return ovs_layer_check(l) ?: checked(l, preserve_subtree(l, m, path));
+	int rc = ovs_layer_check(l);
+
+	if (rc)
+		return rc;
+	log_scope_begin(l);
+	return scoped(l, preserve_subtree(l, m, path));
 }
