@@ -201,7 +201,7 @@ ovs_ran() {
 # ---------------------------------------------------------------------------
 # Loop images
 
-# ovs_mkfs TYPE [SIZE]: a fresh sparse image (default 512M: mkfs.xfs wants
+# ovs_mkfs TYPE [SIZE [MKFS-OPTION...]]: a fresh sparse image (default 512M: mkfs.xfs wants
 # 300M at least) on its own loop device, mounted at $OVS_TMP/fsN.  Sets
 # $OVS_MNT, $OVS_DEV and $OVS_IMG.  Returns non-zero (after failing the
 # test) when something is missing: CI installs everything, so that is a
@@ -210,6 +210,8 @@ ovs_ran() {
 # fail instead of reaching the host.
 ovs_mkfs() {
 	local type=$1 size=${2:-512M} img dev mnt
+	# Options after the size go to mkfs (for XFS instead of reflink=1).
+	shift 2 2>/dev/null || shift $#
 
 	ovs__nfs=$((ovs__nfs + 1))
 	img=$OVS_TMP/fs$ovs__nfs.img
@@ -222,9 +224,9 @@ ovs_mkfs() {
 	dev=$(losetup -f --show "$img") || { fail "ovs_mkfs: losetup $img"; return 1; }
 	echo "$dev $img" >>"$OVS_TMP/.loops"
 	case $type in
-	xfs) mkfs.xfs -q -f -m reflink=1 "$dev" ;;
-	ext4) mkfs.ext4 -q -F "$dev" ;;
-	btrfs) mkfs.btrfs -q -f "$dev" ;;
+	xfs) mkfs.xfs -q -f "${@:--mreflink=1}" "$dev" ;;
+	ext4) mkfs.ext4 -q -F "$@" "$dev" ;;
+	btrfs) mkfs.btrfs -q -f "$@" "$dev" ;;
 	*) false ;;
 	esac >"$OVS_TMP/.mkfs.log" 2>&1 || {
 		fail "ovs_mkfs: mkfs.$type failed: $(tail -3 "$OVS_TMP/.mkfs.log")"
