@@ -88,6 +88,39 @@ crash_run() {
 	assertEquals "fsck -n clean after repair: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# take_with_manifest: SRC's state on disk, its manifest in $MF, a take.
+take_with_manifest() {
+	MF=$OVS_TMP/manifests
+	mkdir -p "$MF"
+	sync
+	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+}
+
+# shutdown_now_and_check WHAT: XFS shut down at once without flushing its
+# log (a power cut), remounted; then every snapshot must equal its
+# manifest, and fsck be clean once it has repaired.
+shutdown_now_and_check() {
+	local daemon
+
+	daemon=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
+	xfs_io -x -c shutdown "$OVS_MNT"
+	[ -n "$daemon" ] && kill -9 "$daemon"
+	umount -l "$SRC"
+	umount "$OVS_MNT" || umount -l "$OVS_MNT"
+	mount "$OVS_DEV" "$OVS_MNT"
+	assertEquals "remount after the shutdown" 0 $?
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate after the shutdown: $(ovs_ran)" 0 "$OVS_RC"
+	OVS_ORACLE_WHAT="$1" ovs_oracle_check "$SRC" "$MF"
+	ovs_run "$OVSNAP" fsck -p "$SRC"
+	assertTrue "fsck -p after the shutdown exits 0 or 1: $(ovs_ran)" "[ $OVS_RC -le 1 ]"
+	ovs_run "$OVSNAP" fsck -n "$SRC"
+	assertEquals "fsck -n clean after repair: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 # Rule 8 with the fsyncs ovsnapd saves (issue 12): on XFS, with the store
 # on SRC's filesystem, a preserve of clones and metadata makes no fsync
 # at all (the log orders it before the change it guards).  First changes
@@ -99,20 +132,15 @@ crash_run() {
 # test_first_changes_on_xfs_make_no_fsync checks that none is made, and
 # test_shutdown_after_overwrites_of_copies_xfs below where one is needed.
 test_shutdown_right_after_first_changes_xfs() {
-	local i daemon
+	local i
 	ovs_mkfs xfs 1G || return
 	SRC=$OVS_MNT/src
-	MF=$OVS_TMP/manifests
-	mkdir -p "$SRC/old" "$MF"
+	mkdir -p "$SRC/old"
 	for i in $(seq 40); do
 		printf 'content %s\n' "$i" >"$SRC/old/f$i"
 		head -c $((i * 1000)) /dev/urandom >"$SRC/old/g$i"
 	done
-	sync
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	take_with_manifest || return
 	for i in $(seq 40); do
 		case $((i % 4)) in
 		0) mv "$SRC/old/f$i" "$SRC/old/r$i" ;;
@@ -125,20 +153,7 @@ test_shutdown_right_after_first_changes_xfs() {
 	# preserve not yet on disk would show; then a shutdown without log
 	# flush: what XFS had not forced to its log is lost.
 	sync "$SRC/old" "$SRC"/old/g* || fail "fsync of the changes"
-	daemon=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
-	xfs_io -x -c shutdown "$OVS_MNT"
-	[ -n "$daemon" ] && kill -9 "$daemon"
-	umount -l "$SRC"
-	umount "$OVS_MNT" || umount -l "$OVS_MNT"
-	mount "$OVS_DEV" "$OVS_MNT"
-	assertEquals "remount after the shutdown" 0 $?
-	ovs_run "$OVSNAP" activate "$SRC"
-	assertEquals "activate after the shutdown: $(ovs_ran)" 0 "$OVS_RC"
-	OVS_ORACLE_WHAT="xfs, shutdown after first changes" ovs_oracle_check "$SRC" "$MF"
-	ovs_run "$OVSNAP" fsck -p "$SRC"
-	assertTrue "fsck -p after the shutdown exits 0 or 1: $(ovs_ran)" "[ $OVS_RC -le 1 ]"
-	ovs_run "$OVSNAP" fsck -n "$SRC"
-	assertEquals "fsck -n clean after repair: $(ovs_ran)" 0 "$OVS_RC"
+	shutdown_now_and_check "xfs, shutdown after first changes"
 }
 
 # Where the log does not order the preserve (issue 12): a copy's bytes.
@@ -148,37 +163,19 @@ test_shutdown_right_after_first_changes_xfs() {
 # of the upper directory the copy was moved into, the shutdown loses
 # that entry while SRC keeps the new bytes, and the snapshot shows them.
 test_shutdown_after_overwrites_of_copies_xfs() {
-	local i daemon
+	local i
 	ovs_mkfs xfs 1G -m reflink=0 || return
 	SRC=$OVS_MNT/src
-	MF=$OVS_TMP/manifests
-	mkdir -p "$SRC/old" "$MF"
+	mkdir -p "$SRC/old"
 	for i in $(seq 20); do
 		head -c 65536 /dev/urandom >"$SRC/old/f$i"
 	done
-	sync
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	take_with_manifest || return
 	for i in $(seq 20); do
 		dd if=/dev/zero of="$SRC/old/f$i" bs=4096 count=4 conv=notrunc,fdatasync \
 			status=none || fail "overwrite f$i"
 	done
-	daemon=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
-	xfs_io -x -c shutdown "$OVS_MNT"
-	[ -n "$daemon" ] && kill -9 "$daemon"
-	umount -l "$SRC"
-	umount "$OVS_MNT" || umount -l "$OVS_MNT"
-	mount "$OVS_DEV" "$OVS_MNT"
-	assertEquals "remount after the shutdown" 0 $?
-	ovs_run "$OVSNAP" activate "$SRC"
-	assertEquals "activate after the shutdown: $(ovs_ran)" 0 "$OVS_RC"
-	OVS_ORACLE_WHAT="xfs without reflink, shutdown after overwrites" ovs_oracle_check "$SRC" "$MF"
-	ovs_run "$OVSNAP" fsck -p "$SRC"
-	assertTrue "fsck -p after the shutdown exits 0 or 1: $(ovs_ran)" "[ $OVS_RC -le 1 ]"
-	ovs_run "$OVSNAP" fsck -n "$SRC"
-	assertEquals "fsck -n clean after repair: $(ovs_ran)" 0 "$OVS_RC"
+	shutdown_now_and_check "xfs without reflink, shutdown after overwrites"
 }
 
 test_sigkill_daemon_xfs() { crash_run xfs kill; }
