@@ -49,7 +49,9 @@ struct ovs_layer {
 	 * made, the times restored, the directory fsynced) under the lock
 	 * its inode hashes to, and ovs_upper_parent opens a directory under
 	 * its parent's lock, so it never finds one whose entry is not yet
-	 * durable nor one whose times are not yet set (rules 7 and 8). */
+	 * durable (or, where ovs_log_orders, not yet in the log ahead of
+	 * whatever it does next) nor one whose times are not yet set (rules
+	 * 7 and 8). */
 	pthread_mutex_t dir_locks[OVS_UPPER_DIR_LOCKS];
 	pthread_mutex_t whiteout_lock;	/* the shared whiteout inode */
 };
