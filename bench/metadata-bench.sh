@@ -3,8 +3,11 @@
 # passthrough built against the same libfuse (issue 12, item 1), in one
 # run on one XFS image:
 #   create, stat walk, rename, append (a small write to each file),
-#   delete: N files in a folder new since the take, and in a folder that
-#   existed at the take (every first change is preserved there)
+#   chmod, delete: N files in a folder new since the take, and in folders
+#   that existed at the take (every first change is preserved there: each
+#   old-folder operation but the walk has a folder of its own, so that
+#   every one of them is a first change, not a change of files an earlier
+#   operation of the round preserved already)
 # Targets take turns round after round (this VM drifts by 2-4x within
 # minutes); each figure is the median of its rounds.  The passthrough runs
 # twice: in this script's session, and in one of its own as a daemon does
@@ -23,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$PWD/bench/fuse-passthrough}
 N=${N:-5000}
 ROUNDS=${ROUNDS:-3}
-OPS="create stat rename append delete"
+OPS="create stat rename append chmod delete"
 
 bench_setup metadata
 [ -x "$FUSE_PASSTHROUGH" ] || { echo "bench: no fuse-passthrough at $FUSE_PASSTHROUGH (make bench/fuse-passthrough)" >&2; exit 1; }
@@ -51,7 +54,11 @@ one() { # WHERE KIND OP DIR
 	create) t=$(fileops_ms create "$4" "$N" 4096) ;;
 	stat) drop_caches; t=$(fileops_ms stat "$4") ;;
 	rename) t=$(fileops_ms rename "$4" "$N") ;;
-	append) t=$(fileops_ms unrename "$4" "$N" >/dev/null; fileops_ms append "$4" "$N" 16) ;;
+	append)
+		# The new folder's files were renamed just before.
+		[ -e "$4/f00000000.r" ] && fileops_ms unrename "$4" "$N" >/dev/null
+		t=$(fileops_ms append "$4" "$N" 16) ;;
+	chmod) t=$(fileops_ms chmod "$4" "$N") ;;
 	delete) t=$(fileops_ms delete "$4" "$N") ;;
 	esac
 	sync
@@ -64,8 +71,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for w in $targets; do
 		real=$x/$w
 		[ "$w" = fp ] || [ "$w" = fpd ] && real=$x/$w-real
-		mkdir "$real/old.$r"
-		"$FILEOPS" create "$real/old.$r" "$N" 4096 >/dev/null
+		for o in old old-append old-chmod old-delete; do
+			mkdir "$real/$o.$r"
+			"$FILEOPS" create "$real/$o.$r" "$N" 4096 >/dev/null
+		done
 	done
 	"$OVSNAP" take "$x/live" >/dev/null
 	[ -n "${OVSNAPD_BASE:-}" ] && "$OVSNAP" take "$x/base" >/dev/null
@@ -73,6 +82,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		for op in $OPS; do
 			for w in $targets; do
 				d=$x/$w/$kind.$r
+				case $kind,$op in
+				old,append | old,chmod | old,delete) d=$x/$w/old-$op.$r ;;
+				esac
 				[ "$kind" = new ] && [ "$op" = create ] && mkdir "$d"
 				[ "$kind" = old ] && [ "$op" = create ] && continue
 				one "$w" "$kind" "$op" "$d"
@@ -99,5 +111,5 @@ for kind in new old; do
 done
 echo "(passthr: the plain passthrough in this script's session; pt-daemon: the same"
 echo " in a session of its own, as a daemon runs, and as ovsnapd does)"
-echo "(append in the old folder is each file's first change since the take: a preserve;"
-echo " rename and delete there preserve the name; stat is a cold walk of the N files)"
+echo "(in the old folders each rename, append, chmod and delete is its file's first"
+echo " change since the take: a preserve; stat is a cold walk of the N files)"

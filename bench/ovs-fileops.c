@@ -6,6 +6,7 @@
  *   ovs-fileops rename DIR N        rename each of them (fN -> fN.r)
  *   ovs-fileops unrename DIR N      and back
  *   ovs-fileops append DIR N SIZE   append SIZE bytes to each (open, write, close)
+ *   ovs-fileops chmod DIR N         chmod each of them to 0600
  *   ovs-fileops stat DIR            walk DIR recursively, stat every entry
  * Prints the elapsed time in nanoseconds.
  */
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
 	int dfd;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: ovs-fileops create|delete|rename|unrename|append|stat DIR [N [SIZE]]\n");
+		fprintf(stderr, "usage: ovs-fileops create|delete|rename|unrename|append|chmod|stat DIR [N [SIZE]]\n");
 		return 2;
 	}
 	dfd = open(argv[2], O_RDONLY | O_DIRECTORY);
@@ -98,6 +99,11 @@ int main(int argc, char **argv)
 
 			snprintf(to, sizeof(to), "%s.r", name);
 			if (renameat(dfd, back ? to : name, dfd, back ? name : to) < 0) {
+				fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
+				return 1;
+			}
+		} else if (!strcmp(argv[1], "chmod")) {
+			if (fchmodat(dfd, name, 0600, 0) < 0) {
 				fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
 				return 1;
 			}
