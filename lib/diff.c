@@ -144,9 +144,12 @@ static const char *rec_name(const struct dent_rec *r)
 	return (const char *)(r + 1);
 }
 
+/* padded, so that the next record is aligned */
 static size_t rec_size(const struct dent_rec *r)
 {
-	return sizeof(*r) + r->len + 1;
+	const size_t a = _Alignof(struct dent_rec);
+
+	return (sizeof(*r) + r->len + 1 + a - 1) / a * a;
 }
 
 static int rec_cmp(const struct dent_rec *a, const struct dent_rec *b)
@@ -221,6 +224,7 @@ static int names_add(struct names *nm, size_t max_bytes, const char *name, size_
 	if (rc < 0)
 		return rc;
 	memcpy(nm->mem + nm->len, &r, sizeof(r));
+	memset(nm->mem + nm->len + size - _Alignof(struct dent_rec), 0, _Alignof(struct dent_rec));
 	memcpy(nm->mem + nm->len + sizeof(r), name, r.len + 1);
 	nm->idx[nm->n++] = nm->len;
 	nm->len += size;

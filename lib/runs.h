@@ -5,7 +5,8 @@
  * run, and at the end merges the runs, reading each through a small
  * buffer.  The file is an unlinked file in /tmp, or a memory file
  * (memfd) where /tmp cannot take one.  Records are the caller's bytes;
- * a reader hands out up to OVS_RUN_BUF of them contiguous at a time.
+ * a reader hands out up to OVS_RUN_BUF of them contiguous at a time,
+ * aligned as the records are if their sizes keep them so.
  */
 #ifndef OVSNAP_RUNS_H
 #define OVSNAP_RUNS_H
@@ -47,7 +48,9 @@ struct ovs_run_reader {
 	int fd;
 	off_t at, end;		/* the file's bytes not in buf yet */
 	size_t pos, len;	/* buf[pos, len) is read, not taken */
-	char buf[OVS_RUN_BUF];
+	/* aligned for records of any type, whose sizes are multiples of
+	 * their alignment */
+	char buf[OVS_RUN_BUF] __attribute__((aligned(16)));
 };
 
 void ovs_run_reader_init(struct ovs_run_reader *r, const struct ovs_runs *rs, size_t i);
