@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
@@ -41,6 +42,7 @@
 #include "layer-format.h"
 #include "preserve.h"
 #include "resolve.h"
+#include "runs.h"
 #include "walk.h"
 
 #define RESOLVE_STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)
@@ -63,7 +65,8 @@ struct diff {
  * The candidates are walked as one tree: the union of the layers
  * U_A..U_B-1 (each read where it has a directory), and at or below a
  * mark (an entry hiding what lies below it), B's view too.  Each
- * directory's entries are read in full, sorted by name and merged, and
+ * directory's entries are read in full, sorted by name and merged
+ * (spilling to a file past a budget, below), and
  * each name is compared before its subdirectory is entered: a preorder
  * with names in strcmp() order is the order of full paths compared
  * component by component ("a", "a/b", "a b", "a-b", "a.b"), so changes
@@ -73,13 +76,293 @@ struct diff {
 
 /* An entry of the directory being walked, in one layer or in B's view. */
 struct dent {
-	char *name;
+	const char *name;
 	size_t layer;		/* 0..nl-1: layer a + layer; B_VIEW: B's view */
 	bool dir;		/* a directory there: its entries are candidates */
 	bool mark;		/* hides what lies below it in older layers */
 };
 
 #define B_VIEW SIZE_MAX
+
+/*
+ * A directory's entries, sorted by name, then layer, in bounded memory
+ * (issue 13 item 3).  They are gathered in memory up to a budget
+ * (NAMES_MAX_BYTES); a directory with more is written out a budget's
+ * worth at a time, each sorted, as runs to an unlinked file (runs.h),
+ * its last part too, and the runs are merged as the walk takes the
+ * names.  So a huge directory on the walk's path holds a 4 KiB buffer
+ * per run (10^6 names of 100 bytes: 27 runs), a small one its entries,
+ * as it always did.  Should the file fail (/tmp full, no memory for a
+ * memfd), the rest of the entries stay in memory and are merged too.
+ */
+#define NAMES_MAX_BYTES	(4u << 20)
+
+/* An entry as it is stored, in memory or in a run: this, then its name
+ * and a NUL. */
+struct dent_rec {
+	uint32_t layer;		/* UINT32_MAX: B's view */
+	uint16_t len;		/* of the name */
+	uint8_t dir, mark;
+};
+
+#define REC_B_VIEW	UINT32_MAX
+
+/* a run, or the entries in memory, being merged */
+struct names_src {
+	struct ovs_run_reader *r;	/* NULL: the entries in memory */
+	const struct dent_rec *cur;	/* its least entry not taken, NULL: none */
+};
+
+struct names {
+	char *mem;		/* entries in memory, one after another */
+	size_t len, cap;
+	size_t *idx;		/* their offsets in mem, sorted once all are read */
+	size_t n, icap, next;
+	struct ovs_runs runs;
+	bool spill_failed;	/* hold the rest in memory */
+	struct names_src *src;	/* being merged: the runs, then memory */
+	size_t nsrc;
+	size_t *heap;		/* the sources with entries, least entry first */
+	size_t nheap;
+	/* the name of the entries taken last: not in the struct, which
+	 * moves as the walk's stack grows */
+	char *name;
+};
+
+/* The largest list in memory: NAMES_MAX_BYTES, or the tests' budget
+ * OVSNAP_TEST_DIFF_NAMES_BYTES (to run the spill on small folders). */
+static size_t names_max_bytes(void)
+{
+	const char *env = getenv("OVSNAP_TEST_DIFF_NAMES_BYTES");
+	unsigned long long bytes = env ? strtoull(env, NULL, 10) : 0;
+
+	return bytes ? bytes : NAMES_MAX_BYTES;
+}
+
+static const char *rec_name(const struct dent_rec *r)
+{
+	return (const char *)(r + 1);
+}
+
+/* padded, so that the next record is aligned */
+static size_t rec_size(const struct dent_rec *r)
+{
+	const size_t a = _Alignof(struct dent_rec);
+
+	return (sizeof(*r) + r->len + 1 + a - 1) / a * a;
+}
+
+static int rec_cmp(const struct dent_rec *a, const struct dent_rec *b)
+{
+	int c = strcmp(rec_name(a), rec_name(b));
+
+	if (c)
+		return c;
+	return a->layer < b->layer ? -1 : a->layer > b->layer;
+}
+
+static int idx_cmp(const void *x, const void *y, void *mem)
+{
+	return rec_cmp((const struct dent_rec *)((char *)mem + *(const size_t *)x),
+		       (const struct dent_rec *)((char *)mem + *(const size_t *)y));
+}
+
+static int names_grow(void **p, size_t *cap, size_t need, size_t unit)
+{
+	size_t ncap = *cap ? *cap : 4096 / unit;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap * unit);
+	if (!np)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+/* The entries in memory, sorted, as the next run.  A failure leaves them
+ * in memory, sorted, and the file alone from then on. */
+static void names_spill(struct names *nm)
+{
+	int rc = 0;
+
+	if (nm->n)
+		qsort_r(nm->idx, nm->n, sizeof(*nm->idx), idx_cmp, nm->mem);
+	for (size_t i = 0; rc == 0 && i < nm->n; i++) {
+		const struct dent_rec *r = (const void *)(nm->mem + nm->idx[i]);
+
+		rc = ovs_runs_append(&nm->runs, r, rec_size(r));
+	}
+	if (rc == 0)
+		rc = ovs_runs_finish(&nm->runs);
+	if (rc < 0) {
+		ovs_runs_abandon(&nm->runs);
+		nm->spill_failed = true;
+		return;
+	}
+	nm->len = nm->n = 0;
+}
+
+static int names_add(struct names *nm, size_t max_bytes, const char *name, size_t layer,
+		     bool dir, bool mark)
+{
+	struct dent_rec r = { .layer = layer == B_VIEW ? REC_B_VIEW : layer,
+			      .len = strlen(name), .dir = dir, .mark = mark };
+	size_t size = rec_size(&r);
+	int rc;
+
+	if (nm->n && !nm->spill_failed &&
+	    nm->len + size + (nm->n + 1) * sizeof(*nm->idx) > max_bytes)
+		names_spill(nm);
+	rc = names_grow((void **)&nm->mem, &nm->cap, nm->len + size, 1);
+	if (rc == 0)
+		rc = names_grow((void **)&nm->idx, &nm->icap, nm->n + 1, sizeof(*nm->idx));
+	if (rc < 0)
+		return rc;
+	memcpy(nm->mem + nm->len, &r, sizeof(r));
+	memset(nm->mem + nm->len + size - _Alignof(struct dent_rec), 0, _Alignof(struct dent_rec));
+	memcpy(nm->mem + nm->len + sizeof(r), name, r.len + 1);
+	nm->idx[nm->n++] = nm->len;
+	nm->len += size;
+	return 0;
+}
+
+/* Move source s to its next entry. */
+static int names_src_next(struct names *nm, struct names_src *s, bool first)
+{
+	const struct dent_rec *r;
+	int err;
+
+	if (!s->r) {
+		if (!first)
+			nm->next++;
+		s->cur = nm->next < nm->n ? (const void *)(nm->mem + nm->idx[nm->next]) : NULL;
+		return 0;
+	}
+	if (!first)
+		ovs_run_skip(s->r, rec_size(s->cur));
+	s->cur = NULL;
+	r = ovs_run_peek(s->r, sizeof(*r), &err);
+	if (r && r->len <= NAME_MAX)
+		r = ovs_run_peek(s->r, rec_size(r), &err);
+	else if (r)
+		err = -EIO;
+	if (err < 0)
+		return ovs_err(-err, "diff: read the names spilled to /tmp: %s", strerror(-err));
+	s->cur = r;
+	return 0;
+}
+
+static bool heap_less(const struct names *nm, size_t i, size_t j)
+{
+	return rec_cmp(nm->src[nm->heap[i]].cur, nm->src[nm->heap[j]].cur) < 0;
+}
+
+static void heap_down(struct names *nm, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i, t;
+
+		if (l < nm->nheap && heap_less(nm, l, m))
+			m = l;
+		if (l + 1 < nm->nheap && heap_less(nm, l + 1, m))
+			m = l + 1;
+		if (m == i)
+			return;
+		t = nm->heap[i];
+		nm->heap[i] = nm->heap[m];
+		nm->heap[m] = t;
+		i = m;
+	}
+}
+
+/* All entries read: sort them, or write out the last run and merge. */
+static int names_sorted(struct names *nm)
+{
+	size_t k;
+	int rc = 0;
+
+	if (nm->runs.n && !nm->spill_failed && nm->n) {
+		names_spill(nm);
+		if (!nm->spill_failed) {
+			free(nm->mem);
+			free(nm->idx);
+			nm->mem = NULL;
+			nm->idx = NULL;
+			nm->cap = nm->icap = 0;
+		}
+	}
+	if (nm->n)
+		qsort_r(nm->idx, nm->n, sizeof(*nm->idx), idx_cmp, nm->mem);
+	k = nm->runs.n + 1;
+	nm->src = calloc(k, sizeof(*nm->src));
+	nm->heap = calloc(k, sizeof(*nm->heap));
+	nm->name = malloc(NAME_MAX + 1);
+	if (!nm->src || !nm->heap || !nm->name)
+		return ovs_err(ENOMEM, "diff: out of memory");
+	for (size_t i = 0; i < nm->runs.n; i++) {
+		nm->src[i].r = malloc(sizeof(*nm->src[i].r));
+		if (!nm->src[i].r)
+			return ovs_err(ENOMEM, "diff: out of memory");
+		ovs_run_reader_init(nm->src[i].r, &nm->runs, i);
+	}
+	nm->nsrc = k;
+	for (size_t i = 0; rc == 0 && i < k; i++) {
+		rc = names_src_next(nm, &nm->src[i], true);
+		if (rc == 0 && nm->src[i].cur)
+			nm->heap[nm->nheap++] = i;
+	}
+	for (size_t i = nm->nheap / 2; rc == 0 && i-- > 0;)
+		heap_down(nm, i);
+	return rc;
+}
+
+/* The entries of the next name, least first, into *grp (*ngrp of them,
+ * none at the end); their name is nm->name. */
+static int names_next(struct names *nm, struct dent **grp, size_t *ngrp, size_t *grpcap)
+{
+	int rc = 0;
+
+	*ngrp = 0;
+	while (nm->nheap) {
+		struct names_src *s = &nm->src[nm->heap[0]];
+		const struct dent_rec *r = s->cur;
+
+		if (*ngrp && strcmp(rec_name(r), nm->name) != 0)
+			break;
+		if (!*ngrp)
+			memcpy(nm->name, rec_name(r), r->len + 1);
+		rc = names_grow((void **)grp, grpcap, *ngrp + 1, sizeof(**grp));
+		if (rc < 0)
+			return rc;
+		(*grp)[(*ngrp)++] = (struct dent){ .name = nm->name,
+			.layer = r->layer == REC_B_VIEW ? B_VIEW : r->layer,
+			.dir = r->dir, .mark = r->mark };
+		rc = names_src_next(nm, s, false);
+		if (rc < 0)
+			return rc;
+		if (!s->cur)
+			nm->heap[0] = nm->heap[--nm->nheap];
+		heap_down(nm, 0);
+	}
+	return 0;
+}
+
+static void names_free(struct names *nm)
+{
+	for (size_t i = 0; nm->src && i < nm->nsrc; i++)
+		free(nm->src[i].r);
+	free(nm->src);
+	free(nm->heap);
+	free(nm->name);
+	free(nm->mem);
+	free(nm->idx);
+	ovs_runs_free(&nm->runs);
+}
 
 /*
  * A directory of the walk: its own in each layer, and its entries.  The
@@ -99,8 +382,9 @@ struct level {
 	int *fds;		/* [nl]: the directory in layer a + i, -1, FD_CLOSED */
 	bool below_mark;	/* at or below a mark: B's view is a candidate */
 	bool b_dir;		/* B shows a directory here */
-	struct dent *ents;	/* sorted by name, then layer */
-	size_t nents, next;
+	struct names names;	/* its entries */
+	struct dent *grp;	/* those of the name being walked */
+	size_t ngrp, grpcap;
 	size_t pathlen;		/* its path's length in the path buffer */
 };
 
@@ -110,6 +394,7 @@ struct walk {
 	struct level *st;
 	size_t depth, cap;
 	size_t window;		/* levels below the root whose fds stay open */
+	size_t names_max;	/* bytes of a directory's entries in memory */
 	char *path;		/* the current path, growing */
 	size_t pathcap;
 };
@@ -156,46 +441,13 @@ static void level_free(struct walk *w, struct level *lv)
 		if (lv->fds[i] >= 0)
 			close(lv->fds[i]);
 	free(lv->fds);
-	for (size_t i = 0; i < lv->nents; i++)
-		free(lv->ents[i].name);
-	free(lv->ents);
+	names_free(&lv->names);
+	free(lv->grp);
 	memset(lv, 0, sizeof(*lv));
 }
 
-static int dent_add(struct dent **v, size_t *n, size_t *cap, const char *name, size_t layer,
-		    bool dir, bool mark)
-{
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct dent *nv = realloc(*v, ncap * sizeof(*nv));
-
-		if (!nv)
-			return ovs_err(ENOMEM, "diff: out of memory");
-		*v = nv;
-		*cap = ncap;
-	}
-	(*v)[*n].name = strdup(name);
-	if (!(*v)[*n].name)
-		return ovs_err(ENOMEM, "diff: out of memory");
-	(*v)[*n].layer = layer;
-	(*v)[*n].dir = dir;
-	(*v)[*n].mark = mark;
-	(*n)++;
-	return 0;
-}
-
-static int dent_cmp(const void *x, const void *y)
-{
-	const struct dent *a = x, *b = y;
-	int c = strcmp(a->name, b->name);
-
-	if (c)
-		return c;
-	return a->layer < b->layer ? -1 : a->layer > b->layer;
-}
-
 /* The entries of layer i's directory fd (at path) into lv. */
-static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *cap)
+static int read_layer_dir(struct walk *w, struct level *lv, size_t i)
 {
 	const char *path = w->path;
 	int fd = lv->fds[i], dfd = dup(fd), rc = 0;
@@ -219,7 +471,7 @@ static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *ca
 			continue;
 		/* a non-directory (a whiteout too) is a mark: no need to look */
 		if (de->d_type != DT_UNKNOWN && de->d_type != DT_DIR) {
-			rc = dent_add(&lv->ents, &lv->nents, cap, name, i, false, true);
+			rc = names_add(&lv->names, w->names_max, name, i, false, true);
 			continue;
 		}
 		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -243,7 +495,7 @@ static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *ca
 			mark = opaque;
 			dir_here = true;
 		}
-		rc = dent_add(&lv->ents, &lv->nents, cap, name, i, dir_here, mark);
+		rc = names_add(&lv->names, w->names_max, name, i, dir_here, mark);
 	}
 	if (rc == 0 && errno) {
 		rc = -errno;
@@ -255,7 +507,7 @@ static int read_layer_dir(struct walk *w, struct level *lv, size_t i, size_t *ca
 }
 
 /* What B shows in the directory at the path (below a mark: all new). */
-static int read_b_dir(struct walk *w, struct level *lv, size_t *cap)
+static int read_b_dir(struct walk *w, struct level *lv)
 {
 	struct ovs_rdirent *ents;
 	size_t cnt;
@@ -266,8 +518,8 @@ static int read_b_dir(struct walk *w, struct level *lv, size_t *cap)
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; rc == 0 && i < cnt; i++)
-		rc = dent_add(&lv->ents, &lv->nents, cap, ents[i].name, B_VIEW,
-			      S_ISDIR(ents[i].e.st.st_mode), false);
+		rc = names_add(&lv->names, w->names_max, ents[i].name, B_VIEW,
+			       S_ISDIR(ents[i].e.st.st_mode), false);
 	if (ents)
 		ovs_resolve_dirents_free(ents, cnt);
 	return rc;
@@ -277,16 +529,15 @@ static int read_b_dir(struct walk *w, struct level *lv, size_t *cap)
  * below a mark B's, sorted. */
 static int level_read(struct walk *w, struct level *lv)
 {
-	size_t cap = 0;
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < w->nl; i++)
 		if (lv->fds[i] >= 0)
-			rc = read_layer_dir(w, lv, i, &cap);
+			rc = read_layer_dir(w, lv, i);
 	if (rc == 0 && lv->below_mark && lv->b_dir)
-		rc = read_b_dir(w, lv, &cap);
-	if (rc == 0 && lv->nents)
-		qsort(lv->ents, lv->nents, sizeof(*lv->ents), dent_cmp);
+		rc = read_b_dir(w, lv);
+	if (rc == 0)
+		rc = names_sorted(&lv->names);
 	return rc;
 }
 
@@ -305,6 +556,7 @@ static int level_push(struct walk *w, struct level **out)
 	}
 	lv = &w->st[w->depth];
 	memset(lv, 0, sizeof(*lv));
+	lv->names.runs = (struct ovs_runs)OVS_RUNS_INIT;
 	lv->fds = malloc(w->nl * sizeof(int));
 	if (!lv->fds)
 		return ovs_err(ENOMEM, "diff: out of memory");
@@ -366,14 +618,15 @@ static int level_reopen(struct walk *w, size_t p)
 static int compare_path(struct diff *d, const char *path);
 
 /*
- * The entries of parent named ents[0..cnt) (one name, the path in the
- * buffer): into it, when a layer has a directory there or B's view is
+ * The entries of parent's name being walked (its group, the path in
+ * the buffer): into it, when a layer has a directory there or B's view is
  * a candidate and B shows one.
  */
-static int enter(struct walk *w, size_t parent, size_t first, size_t cnt)
+static int enter(struct walk *w, size_t parent)
 {
 	struct level *lv;
-	struct dent *ents = w->st[parent].ents + first;
+	struct dent *ents = w->st[parent].grp;
+	size_t cnt = w->st[parent].ngrp;
 	bool below = w->st[parent].below_mark, b_dir = false, any = false;
 	int rc;
 
@@ -402,7 +655,7 @@ static int enter(struct walk *w, size_t parent, size_t first, size_t cnt)
 	if (rc < 0)
 		return rc;
 	/* w->st may have moved */
-	ents = w->st[parent].ents + first;
+	ents = w->st[parent].grp;
 	lv->below_mark = below;
 	lv->b_dir = b_dir;
 	lv->pathlen = strlen(w->path);
@@ -431,6 +684,7 @@ static int walk_candidates(struct diff *d)
 	if (!w.nl)
 		return 0;	/* the same snapshot: no layer, no change */
 	w.window = FD_BUDGET / w.nl > 2 ? FD_BUDGET / w.nl : 2;
+	w.names_max = names_max_bytes();
 	rc = path_reserve(&w, 0);
 	if (rc == 0) {
 		w.path[0] = 0;
@@ -448,26 +702,24 @@ static int walk_candidates(struct diff *d)
 	if (rc == 0)
 		rc = level_read(&w, root);
 	while (rc == 0 && w.depth) {
-		size_t top = w.depth - 1, first, cnt;
+		size_t top = w.depth - 1;
 		struct level *lv = &w.st[top];
 
-		if (lv->next == lv->nents) {
+		rc = names_next(&lv->names, &lv->grp, &lv->ngrp, &lv->grpcap);
+		if (rc < 0)
+			break;
+		if (!lv->ngrp) {
 			level_free(&w, lv);
 			w.depth--;
 			if (w.depth)
 				w.path[w.st[w.depth - 1].pathlen] = 0;
 			continue;
 		}
-		first = lv->next;
-		for (cnt = 1; first + cnt < lv->nents &&
-			      !strcmp(lv->ents[first + cnt].name, lv->ents[first].name); cnt++)
-			;
-		lv->next += cnt;
-		rc = path_push(&w, lv->pathlen, lv->ents[first].name);
+		rc = path_push(&w, lv->pathlen, lv->grp[0].name);
 		if (rc == 0)
 			rc = compare_path(d, w.path);
 		if (rc == 0)
-			rc = enter(&w, top, first, cnt);
+			rc = enter(&w, top);
 		if (rc == 0 && w.depth == top + 1)
 			w.path[lv->pathlen] = 0;	/* not entered */
 	}

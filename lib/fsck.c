@@ -28,6 +28,7 @@
 #include "preserve.h"
 #include "control.h"
 #include "merge.h"
+#include "runs.h"
 #include "fsck.h"
 #include "walk.h"
 #include "views.h"
@@ -879,7 +880,7 @@ static void check_layers_content(struct fsck *ck)
  * for a memfd), the table grows in memory as it did before.
  */
 #define LINK_TABLE_MAX_BYTES	(4u << 20)
-/* records read or written at a time from a run */
+/* records written at a time by the merge */
 #define LINK_RUN_BUF		256
 
 struct link_count {
@@ -888,20 +889,12 @@ struct link_count {
 	uint32_t met;
 };
 
-struct link_run {
-	off_t off;		/* in the spill file, bytes */
-	size_t n;		/* records */
-};
-
 struct link_table {
 	struct link_count *slot;
 	size_t n, cap;		/* cap: a power of two, or 0 */
 	size_t max_cap;		/* cap at LINK_TABLE_MAX_BYTES */
 	char **path;		/* the second walk: the first name met, by slot */
-	int spill_fd;		/* the runs and the merge's output, or -1 */
-	off_t spill_end;
-	struct link_run *runs;
-	size_t nruns;
+	struct ovs_runs spill;	/* the runs, then the merge's output */
 	bool spill_failed;	/* grow in memory from now on */
 };
 
@@ -1023,37 +1016,22 @@ static void link_sort(struct link_table *t)
 	qsort(t->slot, n, sizeof(*t->slot), cmp_link_ino);
 }
 
-/* Open the spill file: an unlinked file in /tmp, memory if it must. */
-static int link_spill_open(struct link_table *t)
-{
-	if (t->spill_fd >= 0)
-		return 0;
-	t->spill_fd = ovs_unlinked_tmpfile("/tmp");
-	if (t->spill_fd < 0)
-		t->spill_fd = memfd_create("ovsnap-fsck-links", MFD_CLOEXEC);
-	return t->spill_fd < 0 ? -errno : 0;
-}
-
-/* The full table: write it out as a run and empty it.  On a failure the
- * table holds its inodes, sorted (link_grow() hashes them again). */
+/* The full table: write it out as a run (to an unlinked file in /tmp,
+ * memory if it must) and empty it.  On a failure the table holds its
+ * inodes, sorted (link_grow() hashes them again). */
 static int link_spill(struct link_table *t)
 {
-	struct link_run *runs;
 	size_t bytes = t->n * sizeof(*t->slot);
-	int rc = link_spill_open(t);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	runs = realloc(t->runs, (t->nruns + 1) * sizeof(*runs));
-	if (!runs)
-		return -ENOMEM;
-	t->runs = runs;
 	link_sort(t);
-	rc = ovs_pwrite_all(t->spill_fd, t->slot, bytes, t->spill_end);
-	if (rc < 0)
+	rc = ovs_runs_append(&t->spill, t->slot, bytes);
+	if (rc == 0)
+		rc = ovs_runs_finish(&t->spill);
+	if (rc < 0) {
+		ovs_runs_abandon(&t->spill);
 		return rc;
-	t->runs[t->nruns++] = (struct link_run){ t->spill_end, t->n };
-	t->spill_end += bytes;
+	}
 	memset(t->slot, 0, bytes);
 	t->n = 0;
 	return 0;
@@ -1416,67 +1394,55 @@ static void recount_and_report(struct fsck *ck, struct src_ctx *sc)
 
 /* A run (or the table's sorted inodes, mem) read in order. */
 struct run_reader {
-	const struct link_run *run;
 	const struct link_count *mem;
-	size_t next, n;		/* records taken; of buf, or of mem */
-	size_t buf_at, buf_n;	/* buf holds records [buf_at, buf_at + buf_n) */
-	struct link_count buf[LINK_RUN_BUF];
+	size_t next, n;		/* of mem */
+	struct ovs_run_reader file;
 };
 
 /* The reader's next record, NULL at its end or on a read error (-errno
  * in *err). */
-static const struct link_count *run_peek(int fd, struct run_reader *r, int *err)
+static const struct link_count *run_peek(struct run_reader *r, int *err)
 {
-	if (r->next >= r->n)
-		return NULL;
 	if (r->mem)
-		return &r->mem[r->next];
-	if (r->next >= r->buf_at + r->buf_n) {
-		size_t want = r->n - r->next < LINK_RUN_BUF ? r->n - r->next : LINK_RUN_BUF;
-		ssize_t got = pread(fd, r->buf, want * sizeof(*r->buf),
-				    r->run->off + (off_t)(r->next * sizeof(*r->buf)));
+		return r->next < r->n ? &r->mem[r->next] : NULL;
+	return ovs_run_peek(&r->file, sizeof(struct link_count), err);
+}
 
-		if (got != (ssize_t)(want * sizeof(*r->buf))) {
-			*err = got < 0 ? -errno : -EIO;
-			return NULL;
-		}
-		r->buf_at = r->next;
-		r->buf_n = want;
-	}
-	return &r->buf[r->next - r->buf_at];
+static void run_take(struct run_reader *r)
+{
+	if (r->mem)
+		r->next++;
+	else
+		ovs_run_skip(&r->file, sizeof(struct link_count));
 }
 
 /*
  * Merge the runs and the table (sorted) by inode into the inodes short of
- * names, written after the runs: *left of them from *left_off.  An inode's
+ * names, written after the runs as the last one: *left of them.  An inode's
  * links are those of its earliest run (its first name met), its names met
  * the sum over all.
  */
-static int link_merge_runs(struct link_table *t, off_t *left_off, size_t *left)
+static int link_merge_runs(struct link_table *t, size_t *left)
 {
-	size_t k = t->nruns + 1, nout = 0;
+	size_t k = t->spill.n + 1, nout = 0;
 	struct run_reader *r = calloc(k, sizeof(*r));
 	struct link_count out[LINK_RUN_BUF];
-	off_t at = t->spill_end;
 	int rc = 0;
 
 	if (!r)
 		return -ENOMEM;
 	link_sort(t);
-	for (size_t i = 0; i < t->nruns; i++) {
-		r[i].run = &t->runs[i];
-		r[i].n = t->runs[i].n;
-	}
+	for (size_t i = 0; i < t->spill.n; i++)
+		ovs_run_reader_init(&r[i].file, &t->spill, i);
 	r[k - 1].mem = t->slot;
 	r[k - 1].n = t->n;
-	*left_off = at;
 	*left = 0;
 	for (;;) {
 		const struct link_count *c, *min = NULL;
 		struct link_count sum;
 
 		for (size_t i = 0; i < k; i++) {
-			c = run_peek(t->spill_fd, &r[i], &rc);
+			c = run_peek(&r[i], &rc);
 			if (rc < 0)
 				goto out;
 			if (c && (!min || c->ino < min->ino))
@@ -1486,27 +1452,28 @@ static int link_merge_runs(struct link_table *t, off_t *left_off, size_t *left)
 			break;
 		sum = (struct link_count){ min->ino, 0, 0 };
 		for (size_t i = 0; i < k; i++) {
-			c = run_peek(t->spill_fd, &r[i], &rc);
+			c = run_peek(&r[i], &rc);
 			if (!c || c->ino != sum.ino)
 				continue;
 			if (!sum.nlink)
 				sum.nlink = c->nlink;
 			sum.met += c->met;
-			r[i].next++;
+			run_take(&r[i]);
 		}
 		if (sum.met >= sum.nlink)
 			continue;
 		out[nout++] = sum;
 		if (nout == LINK_RUN_BUF) {
-			rc = ovs_pwrite_all(t->spill_fd, out, sizeof(out), at);
+			rc = ovs_runs_append(&t->spill, out, sizeof(out));
 			if (rc < 0)
 				goto out;
-			at += sizeof(out);
 			*left += nout;
 			nout = 0;
 		}
 	}
-	rc = ovs_pwrite_all(t->spill_fd, out, nout * sizeof(*out), at);
+	rc = ovs_runs_append(&t->spill, out, nout * sizeof(*out));
+	if (rc == 0)
+		rc = ovs_runs_finish(&t->spill);
 	*left += nout;
 out:
 	free(r);
@@ -1519,57 +1486,55 @@ out:
 static void report_outside_links(struct fsck *ck, struct src_ctx *sc)
 {
 	struct link_table *t = &sc->links;
-	off_t at;
+	struct ovs_run_reader *left_of = NULL;
 	size_t left;
 	int rc;
 
-	if (!t->nruns) {
+	if (!t->spill.n) {
 		recount_and_report(ck, sc);
 		goto out;
 	}
-	rc = link_merge_runs(t, &at, &left);
+	rc = link_merge_runs(t, &left);
+	if (rc == 0 && !(left_of = malloc(sizeof(*left_of))))
+		rc = -ENOMEM;
 	if (rc < 0) {
 		finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
 			"SRC: cannot count the hard links: %s", strerror(-rc));
 		goto out;
 	}
+	ovs_run_reader_init(left_of, &t->spill, t->spill.n - 1);
 	while (left) {
 		size_t chunk = left < 3 * t->cap / 4 ? left : 3 * t->cap / 4;
 
 		memset(t->slot, 0, t->cap * sizeof(*t->slot));
 		t->n = 0;
-		for (size_t done = 0; done < chunk;) {
-			struct link_count buf[LINK_RUN_BUF];
-			size_t want = chunk - done < LINK_RUN_BUF ? chunk - done : LINK_RUN_BUF;
+		for (size_t done = 0; done < chunk; done++) {
+			const struct link_count *c = ovs_run_peek(left_of, sizeof(*c), &rc);
 
-			if (pread(t->spill_fd, buf, want * sizeof(*buf), at) !=
-			    (ssize_t)(want * sizeof(*buf))) {
+			if (!c) {
 				finding(ck, OVS_FSCK_WARNING, NULL, "", "walk", NULL,
-					"SRC: cannot count the hard links: %m");
+					"SRC: cannot count the hard links: %s",
+					strerror(rc < 0 ? -rc : EIO));
 				goto out;
 			}
 			/* marked only: the second walk counts their names */
-			for (size_t i = 0; i < want; i++)
-				t->slot[link_slot(t, buf[i].ino)] =
-					(struct link_count){ buf[i].ino, 1, 0 };
-			at += want * sizeof(*buf);
-			done += want;
+			t->slot[link_slot(t, c->ino)] = (struct link_count){ c->ino, 1, 0 };
+			ovs_run_skip(left_of, sizeof(*c));
 		}
 		t->n = chunk;
 		recount_and_report(ck, sc);
 		left -= chunk;
 	}
 out:
+	free(left_of);
 	free(t->slot);
-	free(t->runs);
-	if (t->spill_fd >= 0)
-		close(t->spill_fd);
+	ovs_runs_free(&t->spill);
 }
 
 static void check_src(struct fsck *ck)
 {
 	struct src_ctx sc = { .until_ns = INT64_MAX,
-			      .links = { .spill_fd = -1, .max_cap = link_max_cap() } };
+			      .links = { .spill = OVS_RUNS_INIT, .max_cap = link_max_cap() } };
 	size_t n = ck->registry_ok ? ovs_snapshot_count(ck->v) : 0;
 
 	if (ck->srcfd < 0)
