@@ -314,17 +314,13 @@ test_restore_does_not_follow_a_swapped_in_symlink_ext4() {
 	symlink_swap_body ext4
 }
 
-# A user who owns a directory replaces root's files in it with files of
-# their own, holding descriptors of them open, and root restores them:
-# the restore must not write the snapshot's data (a secret) into the
-# user's inode, nor make the user's inode root's and setuid.  It makes
-# new files where the live one is not the snapshot owner's.
-test_restore_does_not_hand_root_files_to_a_users_inode_xfs() {
-	local pid sig=$OVS_TMP/signals.inode
-
+# user_home_volume FSTYPE SIGDIR: the test user, SIGDIR for its signals,
+# and a volume whose SRC/home is the user's and holds root's files secret
+# (0600) and prog (setuid), snapshot 1 taken.
+user_home_volume() {
 	ovs_user || return
-	mkdir -m 0777 "$sig"
-	ovs_mkfs xfs 1G || return
+	mkdir -m 0777 "$2"
+	ovs_mkfs "$1" 1G || return
 	SRC=$OVS_MNT/src
 	mkdir -p "$SRC/home"
 	chown "$OVS_UID:$OVS_GID" "$SRC/home"
@@ -334,6 +330,17 @@ test_restore_does_not_hand_root_files_to_a_users_inode_xfs() {
 	chmod 4755 "$SRC/home/prog"
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+# A user who owns a directory replaces root's files in it with files of
+# their own, holding descriptors of them open, and root restores them:
+# the restore must not write the snapshot's data (a secret) into the
+# user's inode, nor make the user's inode root's and setuid.  It makes
+# new files where the live one is not the snapshot owner's.
+test_restore_does_not_hand_root_files_to_a_users_inode_xfs() {
+	local pid sig=$OVS_TMP/signals.inode
+
+	user_home_volume xfs "$sig" || return
 	# as the user: own files at both names, held open (read and write)
 	# until $OVS_TMP/go exists, then read secret and write prog again
 	setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups --inh-caps=-all \
@@ -377,18 +384,7 @@ PY
 restore_swap_body() {	# restore_swap_body FSTYPE NAME
 	local fs=$1 name=$2 pid rpid rc sig=$OVS_TMP/signals.$1.$2 pause=$OVS_TMP/pause.$1.$2
 
-	ovs_user || return
-	mkdir -m 0777 "$sig"
-	ovs_mkfs "$fs" 1G || return
-	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/home"
-	chown "$OVS_UID:$OVS_GID" "$SRC/home"
-	echo SECRET >"$SRC/home/secret"
-	chmod 0600 "$SRC/home/secret"
-	printf '#!/bin/sh\necho root program\n' >"$SRC/home/prog"
-	chmod 4755 "$SRC/home/prog"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	user_home_volume "$fs" "$sig" || return
 	rm "$SRC/home/secret" "$SRC/home/prog"
 	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
 		OVSNAP_TEST_RESTORE_PAUSE_MADE="home/$name" \
