@@ -33,6 +33,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <syslog.h>
 #include <time.h>
@@ -967,6 +968,38 @@ static bool stop_answered;
 static long stop_linger_ms;	/* test hook "stop-linger MS" */
 static char detached_sock[PATH_MAX];
 
+/* Answer under this pid's name from now on (see "stop lazy"): true if
+ * the socket is there now. */
+static bool answer_as_detached(void)
+{
+	return ovs_detached_socket(getpid(), detached_sock, sizeof(detached_sock)) == 0 &&
+	       rename(ovs_volume_socket(D.vol), detached_sock) == 0;
+}
+
+/*
+ * Whether the snapshot mount was detached behind the daemon's back (an
+ * `umount -l` of SRC while processes still use it): SRC's path no longer
+ * shows this daemon's mount, so what is written there goes straight to
+ * the real directory, while the kernel still sends this daemon the
+ * requests of the detached mount's users.  Without its volume socket's
+ * name, activate mounts a new daemon, and activate and take see this one
+ * as detached and wait for its users (DESIGN.md rule 17), instead of
+ * taking it for the volume's: activate would do nothing and a take would
+ * switch layers here while SRC went unprotected.  AT_STATX_DONT_SYNC:
+ * the attributes of this mount's root need no request to the daemon.
+ */
+static bool detached_behind_our_back(void)
+{
+	struct statx stx;
+
+	if (detached_sock[0] || __atomic_load_n(&D.stopping, __ATOMIC_ACQUIRE) ||
+	    D.fuse_dev == makedev(0, 0))
+		return false;
+	if (statx(AT_FDCWD, D.src, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
+		return errno == ENOENT || errno == ENOTDIR;
+	return makedev(stx.stx_dev_major, stx.stx_dev_minor) != D.fuse_dev;
+}
+
 static void handle_request(int conn)
 {
 	char req[OVS_CTL_MSG_MAX];
@@ -976,6 +1009,19 @@ static void handle_request(int conn)
 	if (rc < 0)
 		return;
 	dbg("control: %s", req);
+	if (detached_behind_our_back()) {
+		pthread_mutex_lock(&command_lock);
+		if (!detached_sock[0] && answer_as_detached())
+			dlog(LOG_WARNING, "the snapshot mount of %s was detached (umount -l?) while "
+			     "in use: serving its users until they are gone; %s is not protected "
+			     "until 'ovsnap activate'", D.src, D.src);
+		pthread_mutex_unlock(&command_lock);
+		if (passed >= 0)
+			close(passed);
+		ovs_ctl_reply(conn, "err %d the snapshot mount of %s was detached; its daemon "
+			      "serves its remaining users only", ESTALE, D.src);
+		return;
+	}
 	if (strcmp(req, "status") == 0) {
 		unsigned long open;
 		size_t nnodes, nbytes;
@@ -1025,9 +1071,7 @@ static void handle_request(int conn)
 			 * until its last user goes: it answers under its pid's
 			 * name so that activate and take can find its users
 			 * (DESIGN.md rule 17). */
-			if (strcmp(req, "stop lazy") == 0 &&
-			    ovs_detached_socket(getpid(), detached_sock, sizeof(detached_sock)) == 0 &&
-			    rename(ovs_volume_socket(D.vol), detached_sock) == 0)
+			if (strcmp(req, "stop lazy") == 0 && answer_as_detached())
 				dlog(LOG_INFO, "detached; serving its users until they are gone");
 			else
 				unlink(ovs_volume_socket(D.vol));
@@ -1167,7 +1211,8 @@ int daemon_loop(void)
 	}
 	if (detached_sock[0])
 		unlink(detached_sock);
-	if (!stopped) {
+	/* (Detached, the volume's socket may be a new daemon's.) */
+	if (!stopped && !detached_sock[0]) {
 		/* Someone unmounted SRC behind our back: nothing left to
 		 * serve.  The socket would only mislead the CLI. */
 		dlog(LOG_WARNING, "%s was unmounted; exiting", D.src);

@@ -1558,6 +1558,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_drop(h);
 }
 
+/* fd (opened O_NONBLOCK) is a regular file: true, with the caller's
+ * O_NONBLOCK back; false, fd closed. */
+static bool open_regular(int fd, int flags)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    fcntl(fd, F_SETFL, (fcntl(fd, F_GETFL) & ~O_NONBLOCK) | (flags & O_NONBLOCK)) == 0)
+		return true;
+	close(fd);
+	return false;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -1577,10 +1590,16 @@ again:
 		excl = (fi->flags & O_EXCL) || !existed;
 		rc = identity_become(req, true);
 		if (rc == 0) {
+			/* O_NONBLOCK: a FIFO made there behind the mount would
+			 * hold this worker, its marks and every take until a
+			 * reader came; the kernel takes nothing but a regular
+			 * file from a create anyway */
 			fd = openat(path.srcdirfd, name, open_flags(fi->flags) | O_CREAT |
-				    O_NOFOLLOW | (excl ? O_EXCL : 0), mode);
+				    O_NOFOLLOW | (excl ? O_EXCL : O_NONBLOCK), mode);
 			if (fd < 0)
 				rc = -errno;
+			else if (!excl && !open_regular(fd, fi->flags))
+				rc = -EEXIST;
 		}
 		identity_restore();
 		err = -rc;

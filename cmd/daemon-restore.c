@@ -1,7 +1,10 @@
 /*
  * The control requests of ovsnap restore and rollback (ovsnap-restore(8)):
  *
- *   clone-into REL   (with an fd passed) the regular file at REL below SRC
+ *   clone-into [owner=UID ]REL
+ *                    (with an fd passed) the regular file at REL below SRC,
+ *                    if it is root's or UID's (a user's file put there
+ *                    meanwhile gets no data of root's: EAGAIN),
  *                    gets the data of the passed file: preserved first,
  *                    as any change of it through the snapshot mount would
  *                    be, then cloned (FICLONE; a copy of its data ranges
@@ -31,6 +34,7 @@
 struct clone_into {
 	const char *rel;
 	int from;		/* the passed fd */
+	uid_t owner;		/* besides root's, only a file of this owner */
 	bool cloned;
 	ino_t ino;
 	dev_t dev;
@@ -52,6 +56,10 @@ static int clone_change(void *arg)
 	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(pfd);
 		return EINVAL;
+	}
+	if (st.st_uid != 0 && st.st_uid != c->owner) {
+		close(pfd);
+		return EAGAIN;
 	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
 	fd = open(proc, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -75,12 +83,23 @@ static int clone_change(void *arg)
 
 static void clone_into(int conn, const char *rel, int passed)
 {
-	struct clone_into c = { .rel = rel, .from = passed };
+	struct clone_into c = { .rel = rel, .from = passed, .owner = 0 };
 	struct ovs_relpath path;
 	fuse_ino_t nodeid;
 	void *mem = NULL;
 	int err;
 
+	if (strncmp(rel, "owner=", 6) == 0) {
+		char *end;
+		unsigned long uid = strtoul(rel + 6, &end, 10);
+
+		if (end == rel + 6 || *end != ' ' || uid > (uid_t)-2) {
+			ovs_ctl_reply(conn, "err %d clone-into: bad owner", EINVAL);
+			return;
+		}
+		c.owner = (uid_t)uid;
+		c.rel = rel = end + 1;
+	}
 	if (passed < 0 || !*rel) {
 		ovs_ctl_reply(conn, "err %d clone-into needs a path and a file", EINVAL);
 		return;

@@ -120,14 +120,19 @@ void restore_step(void)
 		raise(SIGKILL);
 }
 
-void restore_pause(void)
+void restore_pause(const char *made)
 {
 	const char *h = getenv("OVSNAPD_TEST_HOOKS");
 	const char *p = getenv("OVSNAP_TEST_RESTORE_PAUSE");
+	const char *at = getenv("OVSNAP_TEST_RESTORE_PAUSE_MADE");
 	char *paused;
 	int fd;
 
-	if (!h || strcmp(h, "1") != 0 || !p || !*p || asprintf(&paused, "%s.paused", p) < 0)
+	if (!h || strcmp(h, "1") != 0 || !p || !*p)
+		return;
+	if (made ? !at || strcmp(at, made) != 0 : at != NULL)
+		return;
+	if (asprintf(&paused, "%s.paused", p) < 0)
 		return;
 	fd = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd >= 0)
@@ -175,12 +180,15 @@ int restore_check_active(const char *cmd, struct ovs_volume *v)
 
 /* The daemon clones the data of fd into the live file at path, after
  * preserving it: 1 cloned, 0 copied, -errno. */
-static int daemon_clone_into(struct restore *r, const char *path, int fd)
+static int daemon_clone_into(struct restore *r, const struct ovs_rentry *e, const char *path,
+			     int fd)
 {
 	char req[OVS_CTL_MSG_MAX], reply[OVS_CTL_MSG_MAX];
 	int rc;
 
-	if ((size_t)snprintf(req, sizeof(req), "clone-into %s", path) >= sizeof(req))
+	/* the owner: as live_pin() checks, for the daemon's own open */
+	if ((size_t)snprintf(req, sizeof(req), "clone-into owner=%u %s", (unsigned)e->st.st_uid,
+			     path) >= sizeof(req))
 		return -ENAMETOOLONG;
 	rc = ovs_ctl_call(ovs_volume_socket(r->v), req, fd, reply, sizeof(reply), -1);
 	if (rc < 0)
@@ -402,9 +410,10 @@ static const char *user_xattr(const char *name, bool in_layer, char *buf, size_t
 	return buf;
 }
 
-static ssize_t list_xattrs(const char *proc, char **out)
+static ssize_t list_xattrs(const char *proc, bool follow, char **out)
 {
-	ssize_t n = llistxattr(proc, NULL, 0);
+	ssize_t (*list)(const char *, char *, size_t) = follow ? listxattr : llistxattr;
+	ssize_t n = list(proc, NULL, 0);
 	char *buf;
 
 	*out = NULL;
@@ -415,7 +424,7 @@ static ssize_t list_xattrs(const char *proc, char **out)
 	buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
-	n = llistxattr(proc, buf, n);
+	n = list(proc, buf, n);
 	if (n < 0) {
 		free(buf);
 		return -errno;
@@ -425,28 +434,56 @@ static ssize_t list_xattrs(const char *proc, char **out)
 }
 
 /* The live object's xattrs become the snapshot's (ACLs included). */
+/*
+ * The snapshot's xattrs onto the live object pinned by pin (live_pin()),
+ * changed through its /proc/self/fd link, which names that very inode:
+ * never by name, which a user who may rename in its directory could
+ * point at a file of their own meanwhile (a security.capability set
+ * there would be theirs to run).  A symlink is reached through its
+ * parent with l*xattr() (the link of a pinned symlink cannot be told
+ * from the symlink), its name checked against pin first.
+ */
 static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in_layer,
-		       const char *path)
+		       int pin, const struct stat *pst, const char *path)
 {
 	char sproc[PATH_MAX], lproc[PATH_MAX], *slist = NULL, *llist = NULL;
 	char ubuf[XATTR_NAME_MAX + 1];
+	bool follow = !S_ISLNK(pst->st_mode);
+	int (*set)(const char *, const char *, const void *, size_t, int) =
+		follow ? setxattr : lsetxattr;
+	int (*remove)(const char *, const char *) = follow ? removexattr : lremovexattr;
 	const char *lname;
 	ssize_t sn, ln;
-	int rc = 0, pfd;
+	int rc = 0, pfd = -1;
 
-	/* one name below a directory fd, through l*xattr(): nothing followed */
-	pfd = live_parent(r, path, &lname);
-	if (pfd < 0)
-		return parent_fail(pfd, "set the xattrs of", path);
-	if ((size_t)snprintf(sproc, sizeof(sproc), "/proc/self/fd/%d/%s", sdirfd, sname) >=
-		    sizeof(sproc) ||
-	    (size_t)snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d/%s", pfd, lname) >=
+	if (follow) {
+		snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d", pin);
+	} else {
+		struct stat st;
+
+		pfd = live_parent(r, path, &lname);
+		if (pfd < 0)
+			return parent_fail(pfd, "set the xattrs of", path);
+		if (fstatat(pfd, lname, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_dev != pst->st_dev || st.st_ino != pst->st_ino) {
+			close(pfd);
+			return ovs_err(EAGAIN, "set the xattrs of %s: it changed during the "
+				       "restore", path);
+		}
+		if ((size_t)snprintf(lproc, sizeof(lproc), "/proc/self/fd/%d/%s", pfd, lname) >=
 		    sizeof(lproc)) {
-		close(pfd);
+			close(pfd);
+			return ovs_err(ENAMETOOLONG, "%s", path);
+		}
+	}
+	if ((size_t)snprintf(sproc, sizeof(sproc), "/proc/self/fd/%d/%s", sdirfd, sname) >=
+	    sizeof(sproc)) {
+		if (pfd >= 0)
+			close(pfd);
 		return ovs_err(ENAMETOOLONG, "%s", path);
 	}
-	sn = list_xattrs(sproc, &slist);
-	ln = sn < 0 ? 0 : list_xattrs(lproc, &llist);
+	sn = list_xattrs(sproc, false, &slist);
+	ln = sn < 0 ? 0 : list_xattrs(lproc, follow, &llist);
 	if (sn < 0 || ln < 0) {
 		rc = fail(sn < 0 ? -sn : -ln, "xattrs of %s", path);
 		goto out;
@@ -460,7 +497,7 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in
 
 			keep |= u && strcmp(p, u) == 0;
 		}
-		if (!keep && lremovexattr(lproc, p) < 0 && errno != ENODATA) {
+		if (!keep && remove(lproc, p) < 0 && errno != ENODATA) {
 			rc = fail(errno, "remove xattr %s of %s", p, path);
 			goto out;
 		}
@@ -483,14 +520,15 @@ static int copy_xattrs(struct restore *r, int sdirfd, const char *sname, bool in
 			goto out;
 		}
 		vn = lgetxattr(sproc, q, val, vn);
-		if (vn < 0 || lsetxattr(lproc, u, val, vn, 0) < 0)
+		if (vn < 0 || set(lproc, u, val, vn, 0) < 0)
 			rc = fail(errno, "set xattr %s of %s", u, path);
 		free(val);
 		if (rc < 0)
 			goto out;
 	}
 out:
-	close(pfd);
+	if (pfd >= 0)
+		close(pfd);
 	free(slist);
 	free(llist);
 	return rc;
@@ -510,31 +548,51 @@ static int set_times(struct restore *r, const char *path, const struct stat *st)
 	return rc;
 }
 
-/* chmod of the live non-symlink name in the directory pfd: chmod itself
- * follows a symlink, so the object is pinned with O_PATH first, its type
- * checked, and changed through its /proc/self/fd link (which names that
- * very inode). */
-static int live_chmod(int pfd, const char *name, mode_t mode, const char *path)
+/*
+ * The live object at path, pinned (O_PATH, not followed) with its stat in
+ * *st, or -errno.  The restore runs as root in directories users may
+ * write to: between its steps a user may rename what the restore made
+ * and put a file of their own at the name.  So every step after the
+ * first acts on the pinned inode, and only on one of the snapshot's
+ * type, and for a regular file one that is root's (what the restore
+ * made: it runs as root) or already the snapshot owner's
+ * (apply_change() restores no other in place): never the snapshot's
+ * data into, nor root's owner, mode or capabilities onto, a user's
+ * file, which they may hold open.
+ */
+static int live_pin(struct restore *r, const struct ovs_rentry *e, const char *path,
+		    struct stat *st)
 {
-	char proc[64];
-	struct stat st;
-	int fd, rc = 0;
+	const char *name;
+	int pfd, pin;
 
-	fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(errno, "chmod %s", path);
-	if (fstat(fd, &st) < 0)
-		rc = fail(errno, "chmod %s", path);
-	else if (S_ISLNK(st.st_mode))
-		rc = ovs_err(EAGAIN, "chmod %s: it became a symlink during the restore; not "
-				     "followed", path);
-	else {
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-		if (chmod(proc, mode) < 0)
-			rc = fail(errno, "chmod %s", path);
+	pfd = live_parent(r, path, &name);
+	if (pfd < 0)
+		return pfd;
+	pin = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	pin = pin < 0 ? -errno : pin;
+	close(pfd);
+	if (pin < 0)
+		return pin;
+	if (fstat(pin, st) < 0) {
+		close(pin);
+		return -errno;
 	}
-	close(fd);
-	return rc;
+	if ((st->st_mode & S_IFMT) != (e->st.st_mode & S_IFMT) ||
+	    (S_ISREG(st->st_mode) && st->st_uid != 0 && st->st_uid != e->st.st_uid)) {
+		close(pin);
+		return -EAGAIN;	/* it changed under the restore */
+	}
+	return pin;
+}
+
+/* fail() for a live_pin() that failed. */
+static int pin_fail(int rc, const char *what, const char *path)
+{
+	if (rc == -EAGAIN)
+		return ovs_err(EAGAIN, "%s %s: it changed during the restore (another object, "
+			       "or another owner's, is at its name now); not changed", what, path);
+	return parent_fail(rc, what, path);
 }
 
 /* xattrs, owner, mode (in that order: an ACL sets mode bits, a chown
@@ -542,24 +600,32 @@ static int live_chmod(int pfd, const char *name, mode_t mode, const char *path)
 static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
 			 const char *path)
 {
-	const char *sname, *name;
-	int sdirfd, pfd, rc;
+	char proc[64];
+	const char *sname;
+	struct stat st;
+	int sdirfd, pin, rc;
 
+	pin = live_pin(r, e, path, &st);
+	if (pin < 0)
+		return pin_fail(pin, "restore the metadata of", path);
 	sdirfd = snap_parent(r, e, spath, &sname);
-	if (sdirfd < 0)
+	if (sdirfd < 0) {
+		close(pin);
 		return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
-	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, path);
+	}
+	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, pin, &st, path);
 	close(sdirfd);
-	if (rc < 0)
-		return rc;
-	pfd = live_parent(r, path, &name);
-	if (pfd < 0)
-		return parent_fail(pfd, "chown", path);
-	if (fchownat(pfd, name, e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+	if (rc == 0 && fchownat(pin, "", e->st.st_uid, e->st.st_gid,
+				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		rc = fail(errno, "chown %s", path);
-	else if (!S_ISLNK(e->st.st_mode))
-		rc = live_chmod(pfd, name, e->st.st_mode & 07777, path);
-	close(pfd);
+	/* chmod follows a symlink, and a symlink has no mode of its own;
+	 * the /proc/self/fd link names the pinned inode */
+	if (rc == 0 && !S_ISLNK(st.st_mode)) {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
+		if (chmod(proc, e->st.st_mode & 07777) < 0)
+			rc = fail(errno, "chmod %s", path);
+	}
+	close(pin);
 	if (rc < 0)
 		return rc;
 	if (S_ISDIR(e->st.st_mode))
@@ -569,35 +635,23 @@ static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const ch
 
 /*
  * The live regular file at path, open for writing, or -errno: pinned
- * with O_PATH beneath livefd and its type checked before it is opened
- * (through its /proc/self/fd link, the very inode), so a FIFO or device
- * swapped in is never opened by root; O_NONBLOCK all the same.
+ * (live_pin()) and opened through its /proc/self/fd link, the very
+ * inode, so a FIFO or device, or a user's file, swapped in is never
+ * opened by root; O_NONBLOCK all the same.
  */
-static int live_open_file(struct restore *r, const char *path)
+static int live_open_file(struct restore *r, const struct ovs_rentry *e, const char *path)
 {
 	char proc[64];
 	struct stat st;
-	const char *name;
-	int pfd, pin, fd;
+	int pin, fd;
 
-	pfd = live_parent(r, path, &name);
-	if (pfd < 0)
-		return pfd;
-	pin = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	fd = pin < 0 ? -errno : 0;
-	close(pfd);
+	pin = live_pin(r, e, path, &st);
+	if (pin < 0)
+		return pin;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
+	fd = open(proc, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
-		return fd;
-	if (fstat(pin, &st) < 0)
 		fd = -errno;
-	else if (!S_ISREG(st.st_mode))
-		fd = -EAGAIN;	/* it changed under the restore */
-	else {
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
-		fd = open(proc, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-		if (fd < 0)
-			fd = -errno;
-	}
 	close(pin);
 	return fd;
 }
@@ -626,22 +680,24 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 	 * copying gigabytes would hold up takes (DESIGN.md rule 13).
 	 */
 	rc = r->to_dest || !ovs_volume_can_clone(r->v) ? -ENAMETOOLONG :
-							 daemon_clone_into(r, path, fd);
+							 daemon_clone_into(r, e, path, fd);
 	if (rc == -ENAMETOOLONG || rc == -EXDEV) {
 		/* or too long for one control message, or this file cannot
 		 * be cloned (the daemon only clones) */
-		lfd = live_open_file(r, path);
+		lfd = live_open_file(r, e, path);
 		rc = lfd < 0 ? lfd : ovs_clone_data(lfd, fd, &cloned);
 		if (lfd >= 0)
 			close(lfd);
 		if (rc == 0)
 			rc = cloned;
-		if (rc < 0) {
+		if (rc < 0 && rc != -EAGAIN) {
 			close(fd);
 			return fail(-rc, "restore the data of %s", path);
 		}
 	}
 	close(fd);
+	if (rc == -EAGAIN)
+		return pin_fail(rc, "restore the data of", path);
 	if (rc < 0)
 		return ovs_err_keep(-rc, "restore the data of %s", path);
 	if (rc > 0)
@@ -882,6 +938,7 @@ static int make_object(struct restore *r, const struct ovs_rentry *e, const char
 	close(pfd);
 	if (rc <= 0)
 		return rc;
+	restore_pause(path);
 	if (type == S_IFREG) {
 		rc = copy_data(r, e, spath, path);
 		if (rc == 0 && e->st.st_nlink > 1)
@@ -981,6 +1038,15 @@ static int apply_change(struct restore *r, const struct change *c)
 		return fail(-rc, "%s", c->path);
 	if (!in_snap)
 		return live_remove(r, c->path);
+	/*
+	 * A regular file of another owner is made anew: whoever holds it
+	 * open (its owner: a user who replaced root's file with their own)
+	 * would read the snapshot's data through that descriptor, or write
+	 * the file once it is root's again and setuid.
+	 */
+	if (rc == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_uid != e.st.st_uid || st.st_gid != e.st.st_gid))
+		goto replace;
 	if (rc == 0 && (st.st_mode & S_IFMT) == (e.st.st_mode & S_IFMT) && c->kind == OVS_DIFF_MODIFIED) {
 		/* in place, unless the hard links differ; a symlink's target
 		 * and a device's numbers cannot change in place */
@@ -1202,7 +1268,7 @@ static int run(struct restore *r, uint64_t snap, const char *const *paths, size_
 	if (rc == 0)
 		rc = spool_changes(r, snap);
 	if (rc == 0)
-		restore_pause();
+		restore_pause(NULL);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = make_parents(r, paths[i]);
 	/* the parents made above wait for the end: the changes below them

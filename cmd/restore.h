@@ -48,8 +48,10 @@ int restore_check_active(const char *cmd, struct ovs_volume *v);
 void restore_step(void);
 
 /* Test hook (OVSNAPD_TEST_HOOKS=1 and OVSNAP_TEST_RESTORE_PAUSE=P): once
- * the changes are known, create P.paused and wait (a minute at most) for
- * P to exist before making them. */
-void restore_pause(void);
+ * the changes are known (made NULL), create P.paused and wait (a minute
+ * at most) for P to exist before making them; with
+ * OVSNAP_TEST_RESTORE_PAUSE_MADE=PATH, instead once PATH is made (made
+ * PATH), before its data and metadata. */
+void restore_pause(const char *made);
 
 #endif

@@ -137,7 +137,7 @@ int ovs_check_detached(const char *cmd, struct ovs_volume *v, bool take, bool fo
 			/* users unknown: only the daemon's exit proves them gone */
 			if (wait_exit(dd[i].pid, take ? DETACHED_EXIT_WAIT_MS : 0) || (!take && force))
 				continue;
-			ovs_error("%s %s: the snapshot mount that 'deactivate --lazy' detached is "
+			ovs_error("%s %s: the snapshot mount that 'deactivate --lazy' (or umount -l) detached is "
 				  "still served by ovsnapd (pid %d)%s", cmd, src, (int)dd[i].pid,
 				  take ? "" : "; stop its users, or use --force");
 			status = EXIT_FAIL;
@@ -154,20 +154,20 @@ int ovs_check_detached(const char *cmd, struct ovs_volume *v, bool take, bool fo
 		if (n == 0) {
 			if (!take || wait_exit(dd[i].pid, DETACHED_EXIT_WAIT_MS))
 				continue;
-			ovs_error("%s %s: the snapshot mount that 'deactivate --lazy' detached is "
+			ovs_error("%s %s: the snapshot mount that 'deactivate --lazy' (or umount -l) detached is "
 				  "still served by ovsnapd (pid %d), though no process shows as its "
 				  "user; a take would switch layers behind it", cmd, src,
 				  (int)dd[i].pid);
 			status = EXIT_FAIL;
 		} else if (take) {
 			ovs_error("%s %s: process%s %s still use%s the snapshot mount that "
-				  "'deactivate --lazy' detached (ovsnapd pid %d): their changes "
+				  "'deactivate --lazy' (or umount -l) detached (ovsnapd pid %d): their changes "
 				  "would bypass this snapshot; stop them, then take", cmd, src,
 				  n > 1 ? "es" : "", users, n > 1 ? "" : "s", (int)dd[i].pid);
 			status = EXIT_FAIL;
 		} else if (!force) {
 			ovs_error("%s %s: process%s %s still use%s the snapshot mount that "
-				  "'deactivate --lazy' detached (ovsnapd pid %d): they would write "
+				  "'deactivate --lazy' (or umount -l) detached (ovsnapd pid %d): they would write "
 				  "behind the new one; stop them, or use --force (no snapshot can "
 				  "be taken until they are gone)", cmd, src, n > 1 ? "es" : "",
 				  users, n > 1 ? "" : "s", (int)dd[i].pid);

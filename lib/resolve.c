@@ -20,6 +20,7 @@
 #include "libovsnap.h"
 #include "preserve.h"
 #include "resolve.h"
+#include "walk.h"
 
 struct ovs_rstack {
 	size_t depth;		/* layers including the lower one */
@@ -433,18 +434,19 @@ void ovs_resolve_dirents_free(struct ovs_rdirent *ents, size_t n)
 	free(ents);
 }
 
+/* In pieces where path is PATH_MAX or longer (ovs_open_beneath): restore
+ * reaches a snapshot's folders as deep as users made them (rule 18). */
 int ovs_rstack_openat(struct ovs_rstack *s, size_t layer, const char *path, int flags)
 {
-	struct open_how how = {
-		.flags = (flags ? flags : O_PATH | O_DIRECTORY) | O_CLOEXEC | O_NOFOLLOW,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV,
-	};
 	int fd;
 
 	if (layer >= s->depth)
 		return ovs_err(EINVAL, "resolver: no layer %zu", layer);
-	fd = syscall(SYS_openat2, s->fds[layer], *path ? path : ".", &how, sizeof(how));
+	fd = ovs_open_beneath(s->fds[layer], path,
+			      (flags ? flags : O_PATH | O_DIRECTORY) | O_CLOEXEC | O_NOFOLLOW,
+			      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
 	if (fd < 0)
-		return ovs_err(errno, "resolver: open %s in layer %zu: %m", *path ? path : ".", layer);
+		return ovs_err(-fd, "resolver: open %s in layer %zu: %s", *path ? path : ".",
+			       layer, strerror(-fd));
 	return fd;
 }

@@ -446,4 +446,26 @@ os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
 	umount "$under"
 }
 
+# A create that reaches a FIFO made behind the mount (a name the kernel
+# caches as negative): opened without O_NONBLOCK, the FIFO held the
+# daemon's worker until a reader came, and with it its marks and every
+# take.  The create now fails (the kernel could not take a FIFO from a
+# create anyway) and the take goes through.
+test_create_over_a_fifo_made_behind_the_mount() {
+	local under=$OVS_TMP/under
+
+	assertFalse "no fifo yet (the kernel caches a negative entry)" "[ -e '$SRC/fifo' ]"
+	mkdir -p "$under"
+	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	mkfifo "$under/src/fifo"
+	ovs_run timeout 60 sh -c "printf x >'$SRC/fifo'"
+	assertNotEquals "the create of a name that is a FIFO fails: $(ovs_ran)" 0 "$OVS_RC"
+	assertNotEquals "and does not hang until killed" 124 "$OVS_RC"
+	ovs_run timeout 60 "$OVSNAP" take "$SRC"
+	assertEquals "a take goes through: $(ovs_ran)" 0 "$OVS_RC"
+	# (a worker still held by the FIFO lets go once a reader comes)
+	timeout 5 cat "$under/src/fifo" >/dev/null 2>&1
+	umount "$under" || umount -l "$under"
+}
+
 . "$SHUNIT2"

@@ -194,4 +194,36 @@ test_preserve_beyond_path_max() {
 	ok "umount the view"
 }
 
+# Restore and rollback reach a snapshot's folders beyond PATH_MAX in
+# pieces too: the path of a change from SRC is longer than PATH_MAX, and
+# one openat2() of its parent in a layer failed with ENAMETOOLONG after
+# part of the tree was restored.
+test_restore_and_rollback_beyond_path_max() {
+	local levels=32 before
+
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" build
+	ok "build"
+	ovs_run "$OVSNAP" take "$SRC"
+	ok "take"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" show
+	before=$OVS_OUT
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" change
+	ok "change from the bottom"
+	ovs_run "$OVSNAP" take "$SRC"
+	ok "take after the change"
+
+	ovs_run "$OVSNAP" restore "$SRC" 1 "$(printf 't%.0s' $(seq 255))"
+	assertEquals "restore of the tree's top: exit status ($(ovs_ran | cut -c1-300))" 0 "$OVS_RC"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" show
+	# (ROOT/hl, another name of the bottom's f, lies outside the path)
+	assertEquals "the restored tree is the snapshot's" "$(printf '%s\n' "$before" | grep -v '^hl:')" \
+		"$(printf '%s\n' "$OVS_OUT" | grep -v '^hl:')"
+
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" change
+	ovs_run "$OVSNAP" rollback "$SRC" 1
+	assertEquals "rollback: exit status ($(ovs_ran | cut -c1-300))" 0 "$OVS_RC"
+	as_user_in "$SRC" python3 "$BEYOND" . "$levels" show
+	assertEquals "the rolled back tree is the snapshot's" "$before" "$OVS_OUT"
+}
+
 . "$SHUNIT2"

@@ -314,6 +314,123 @@ test_restore_does_not_follow_a_swapped_in_symlink_ext4() {
 	symlink_swap_body ext4
 }
 
+# user_home_volume FSTYPE SIGDIR: the test user, SIGDIR for its signals,
+# and a volume whose SRC/home is the user's and holds root's files secret
+# (0600) and prog (setuid), snapshot 1 taken.
+user_home_volume() {
+	ovs_user || return
+	mkdir -m 0777 "$2"
+	ovs_mkfs "$1" 1G || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/home"
+	chown "$OVS_UID:$OVS_GID" "$SRC/home"
+	echo SECRET >"$SRC/home/secret"
+	chmod 0600 "$SRC/home/secret"
+	printf '#!/bin/sh\necho root program\n' >"$SRC/home/prog"
+	chmod 4755 "$SRC/home/prog"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+# A user who owns a directory replaces root's files in it with files of
+# their own, holding descriptors of them open, and root restores them:
+# the restore must not write the snapshot's data (a secret) into the
+# user's inode, nor make the user's inode root's and setuid.  It makes
+# new files where the live one is not the snapshot owner's.
+test_restore_does_not_hand_root_files_to_a_users_inode_xfs() {
+	local pid sig=$OVS_TMP/signals.inode
+
+	user_home_volume xfs "$sig" || return
+	# as the user: own files at both names, held open (read and write)
+	# until $OVS_TMP/go exists, then read secret and write prog again
+	setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups --inh-caps=-all \
+		--bounding-set=-all -- /usr/bin/python3 - "$SRC/home" "$sig" \
+		>"$OVS_TMP/user.out" 2>&1 <<'PY' &
+import os, sys, time
+home, tmp = sys.argv[1], sys.argv[2]
+for n in ("secret", "prog"):
+    os.unlink(os.path.join(home, n))
+s = os.open(os.path.join(home, "secret"), os.O_RDWR | os.O_CREAT, 0o644)
+p = os.open(os.path.join(home, "prog"), os.O_RDWR | os.O_CREAT, 0o755)
+os.write(s, b"mine\n")
+os.write(p, b"mine\n")
+open(os.path.join(tmp, "ready"), "w").close()
+while not os.path.exists(os.path.join(tmp, "go")):
+    time.sleep(0.05)
+print("read:", os.pread(s, 100, 0).decode().strip())
+os.pwrite(p, b"#!/bin/sh\necho user program\n", 0)
+PY
+	pid=$!
+	ovs_wait_until 20 "[ -e '$sig/ready' ]" || fail "the user's files are not ready"
+	ovs_run "$OVSNAP" restore "$SRC" 1 home/secret home/prog
+	assertEquals "restore: $(ovs_ran)" 0 "$OVS_RC"
+	touch "$sig/go"
+	wait "$pid"
+	assertEquals "the user's descriptor does not read the snapshot's secret" \
+		"read: mine" "$(cat "$OVS_TMP/user.out")"
+	assertEquals "secret restored" "SECRET" "$(cat "$SRC/home/secret")"
+	assertEquals "secret: root's, 0600" "0:0 600" "$(stat -c '%u:%g %a' "$SRC/home/secret")"
+	assertEquals "the setuid program is not the user's to write" \
+		"$(printf '#!/bin/sh\necho root program')" "$(cat "$SRC/home/prog")"
+	assertEquals "prog: root's, 4755" "0:0 4755" "$(stat -c '%u:%g %a' "$SRC/home/prog")"
+}
+
+# The same user, racing: the restore makes root's files anew in the
+# user's directory, and between making one and giving it its data and
+# metadata (held there by a test hook) the user renames it away and puts
+# a file of their own, held open, at its name.  Neither the data (a clone
+# by the daemon on XFS, a copy on ext4) nor root's owner and setuid mode
+# may reach the user's file: the restore stops, saying the name changed.
+restore_swap_body() {	# restore_swap_body FSTYPE NAME
+	local fs=$1 name=$2 pid rpid rc sig=$OVS_TMP/signals.$1.$2 pause=$OVS_TMP/pause.$1.$2
+
+	user_home_volume "$fs" "$sig" || return
+	rm "$SRC/home/secret" "$SRC/home/prog"
+	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+		OVSNAP_TEST_RESTORE_PAUSE_MADE="home/$name" \
+		"$OVSNAP" restore "$SRC" 1 home >"$OVS_TMP/r.out" 2>"$OVS_TMP/r.err" </dev/null &
+	rpid=$!
+	ovs_wait_until 60 "[ -e '$pause.paused' ]" || fail "the restore did not make home/$name"
+	setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups --inh-caps=-all \
+		--bounding-set=-all -- /usr/bin/python3 - "$SRC/home" "$name" "$sig" \
+		>"$OVS_TMP/user.out" 2>&1 <<'PY' &
+import os, sys, time
+home, name, sig = sys.argv[1:]
+os.rename(os.path.join(home, name), os.path.join(home, "moved"))
+f = os.open(os.path.join(home, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o755)
+os.write(f, b"mine\n")
+open(os.path.join(sig, "ready"), "w").close()
+while not os.path.exists(os.path.join(sig, "go")):
+    time.sleep(0.05)
+print("read:", os.pread(f, 100, 0).decode().strip())
+PY
+	pid=$!
+	ovs_wait_until 20 "[ -e '$sig/ready' ]" || fail "the user's file is not ready"
+	touch "$pause"
+	wait "$rpid"
+	rc=$?
+	assertNotEquals "the restore stops: $(cat "$OVS_TMP/r.err")" 0 "$rc"
+	assertContains "it says the name changed" "$(cat "$OVS_TMP/r.err")" "changed during the restore"
+	touch "$sig/go"
+	wait "$pid"
+	assertEquals "the user's file holds none of the snapshot's data" "read: mine" \
+		"$(cat "$OVS_TMP/user.out")"
+	assertEquals "the user's file is still the user's, not setuid" "$OVS_UID 755" \
+		"$(stat -c '%u %a' "$SRC/home/$name")"
+}
+
+test_restore_gives_a_swapped_in_file_nothing_xfs() {
+	restore_swap_body xfs secret
+}
+
+test_restore_gives_a_swapped_in_file_nothing_ext4() {
+	restore_swap_body ext4 secret
+}
+
+test_restore_makes_no_swapped_in_file_setuid_xfs() {
+	restore_swap_body xfs prog
+}
+
 # lib/clone.c: where the data must be copied (ext4) and the filesystem
 # has no room for it, the restore fails with one line and the live file
 # keeps its data (it is not truncated first); with room again it works.

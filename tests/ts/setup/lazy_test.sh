@@ -108,4 +108,33 @@ test_snapshot_after_detached_user_is_stable() {
 	assertEquals "umount the view: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# The same after a plain `umount -l` of SRC, behind the daemon's back: it
+# went on answering on the volume's socket, so activate said the volume
+# was active and did nothing (SRC unprotected: what a user wrote there
+# went to the real directory) and a take switched layers in the detached
+# daemon.  It now answers as a detached daemon once it notices.
+test_umount_lazy_behind_the_daemon_is_a_detached_mount() {
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
+	start_user
+	umount -l "$SRC" || fail "umount -l $SRC"
+	echo detached >"/proc/$USER_PID/cwd/g"
+	assertEquals "write through the detached mount" 0 $?
+
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate with a user of the detached mount: exit ($(ovs_ran))" 1 "$OVS_RC"
+	assertContains "activate names the user" "$OVS_ERR" "$USER_PID"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take while the detached mount serves a user: exit ($(ovs_ran))" 1 "$OVS_RC"
+	assertEquals "no snapshot 2" "1" "$("$OVSNAP" list -H -p "$SRC" 2>/dev/null | wc -l)"
+
+	ovs_run "$OVSNAP" activate --force "$SRC"
+	assertEquals "activate --force: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "a snapshot mount over SRC again" "fuse.ovsnap" \
+		"$(findmnt -rn -M "$SRC" -o FSTYPE | tail -1)"
+	stop_user
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take once the user is gone: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
