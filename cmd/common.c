@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -188,18 +187,9 @@ bool ovs_spool_tmp_full(int err)
 
 int ovs_spool_file(const char *name, bool *in_memory)
 {
-	const char *dir = "/tmp";
-	int fd = -1;
+	int fd = ovs_scratch_file(name, in_memory);
 
-	if (!*in_memory) {
-		fd = ovs_unlinked_tmpfile(dir);
-		if (fd >= 0)
-			return fd;
-		/* not there, not writable, full: memory */
-		*in_memory = true;
-	}
-	fd = memfd_create(name, MFD_CLOEXEC);
 	if (fd < 0)
-		return ovs_err(errno, "spool for the changes in %s or in memory: %m", dir);
+		return ovs_err(-fd, "spool for the changes in /tmp or in memory: %s", strerror(-fd));
 	return fd;
 }

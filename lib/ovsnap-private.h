@@ -141,6 +141,11 @@ bool ovs_negative_number(const char *arg);
  * live in memory, gone with the last fd even after a crash.  fd or -errno. */
 int ovs_unlinked_tmpfile(const char *dir);
 
+/* A scratch file: an unlinked one in /tmp, or a memory file (memfd
+ * named name) where /tmp cannot take one; *in_memory says which, and
+ * once true goes straight to memory.  fd or -errno. */
+int ovs_scratch_file(const char *name, bool *in_memory);
+
 /* pwrite() all of buf at off (a short write is continued), or write() it
  * at the file's offset if off < 0: 0 or -errno. */
 int ovs_pwrite_all(int fd, const void *buf, size_t len, off_t off);

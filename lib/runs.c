@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ovsnap-private.h"
@@ -14,12 +13,12 @@
 /* The file: an unlinked one in /tmp, memory if /tmp cannot take one. */
 static int runs_open(struct ovs_runs *rs)
 {
+	bool in_memory = false;
+
 	if (rs->fd >= 0)
 		return 0;
-	rs->fd = ovs_unlinked_tmpfile("/tmp");
-	if (rs->fd < 0)
-		rs->fd = memfd_create("ovsnap-runs", MFD_CLOEXEC);
-	return rs->fd < 0 ? -errno : 0;
+	rs->fd = ovs_scratch_file("ovsnap-runs", &in_memory);
+	return rs->fd < 0 ? rs->fd : 0;
 }
 
 static int runs_flush(struct ovs_runs *rs)

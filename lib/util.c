@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -473,5 +474,20 @@ int ovs_unlinked_tmpfile(const char *dir)
 		fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
 		fclose(f);
 	}
+	return fd < 0 ? -errno : fd;
+}
+
+int ovs_scratch_file(const char *name, bool *in_memory)
+{
+	int fd;
+
+	if (!*in_memory) {
+		fd = ovs_unlinked_tmpfile("/tmp");
+		if (fd >= 0)
+			return fd;
+		/* not there, not writable, full: memory */
+		*in_memory = true;
+	}
+	fd = memfd_create(name, MFD_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
