@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
@@ -685,23 +686,38 @@ static bool test_hooks(void)
  * exists: a preserve as long as the test wants.  With
  * OVSNAPD_TEST_PRESERVE_GATE_IN=NAME as well, only a request that
  * preserved something at or below SRC's top-level entry NAME waits, so
- * that one preserve is held while others run (issue 13).
+ * that one preserve is held while others run (issue 13); if PATH is a
+ * directory then, one that preserved NAME/ENTRY... waits for as long as
+ * PATH/ENTRY exists, so that the test releases them one by one.
  */
+static __thread char gate_entry[NAME_MAX + 1];
+
 bool test_preserve_gate_wants(const struct ovs_relpath *path)
 {
 	const char *in = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") : NULL;
 
-	return in && path->n > 0 && strcmp(path->names[0], in) == 0;
+	if (!in || path->n == 0 || strcmp(path->names[0], in) != 0)
+		return false;
+	snprintf(gate_entry, sizeof(gate_entry), "%s", path->n > 1 ? path->names[1] : "");
+	return true;
 }
 
 void test_preserve_gate(bool in_dir)
 {
 	const char *gate = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE") : NULL;
+	char each[PATH_MAX];
+	struct stat st;
 
-	if (!gate || access(gate, F_OK) < 0)
+	if (!gate || stat(gate, &st) < 0)
 		return;
 	if (getenv("OVSNAPD_TEST_PRESERVE_GATE_IN") && !in_dir)
 		return;
+	if (S_ISDIR(st.st_mode)) {
+		if (!in_dir || !gate_entry[0])
+			return;
+		snprintf(each, sizeof(each), "%s/%s", gate, gate_entry);
+		gate = each;
+	}
 	dlog(LOG_INFO, "test hook: preserve held while %s exists", gate);
 	while (access(gate, F_OK) == 0)
 		usleep(10000);
@@ -1026,19 +1042,22 @@ static void handle_request(int conn)
 		unsigned long open;
 		size_t nnodes, nbytes;
 		int nfds, fdbound;
+		unsigned nsx, nss;
 
+		ns_lock_waiting(&D.ns_lock, &nsx, &nss);
 		pthread_mutex_lock(&D.nodes_lock);
 		open = D.open_handles;
 		pthread_mutex_unlock(&D.nodes_lock);
 		nodes_counts(&nnodes, &nbytes, &nfds, &fdbound);
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
 			      " open=%lu deferred=%u barrier=%d preserving=%u nodes=%zu"
-			      " nodebytes=%zu nodefds=%d fdbound=%d relocks=%u fusedev=%u:%u src=%s",
+			      " nodebytes=%zu nodefds=%d fdbound=%d relocks=%u nswait=%u/%u"
+			      " fusedev=%u:%u src=%s",
 			      (int)getpid(), D.layer_id,
 			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
 			      (int)__atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST), preserving_count(), nnodes, nbytes, nfds,
 			      D.handles ? fdbound : -1, __atomic_load_n(&D.relocks, __ATOMIC_RELAXED),
-			      major(D.fuse_dev),
+			      nsx, nss, major(D.fuse_dev),
 			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another

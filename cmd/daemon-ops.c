@@ -4,7 +4,7 @@
  * preservation rules of DESIGN.md section 2 before every change.
  *
  * Locking (rules 9 and 13), outermost first:
- *  - ns_lock (rwlock, readers preferred): every change of an object or
+ *  - ns_lock (phase-fair, daemon-nslock.c): every change of an object or
  *    of names that moves no directory holds it for reading across
  *    preserve+change: a first change (a data or metadata change of an
  *    object not yet known covered in this epoch), a create, an unlink, a
@@ -14,8 +14,11 @@
  *    a directory, an exchange involving one) and a restore's change hold
  *    it for writing, so the chains every preserve walks stay put while
  *    it runs, and it waits for every change under way (and its preserve).
- *    Readers preferred: a rename of a directory waiting for a long
- *    preserve does not hold up the changes behind it.
+ *    Phase-fair: a rename of a directory gets in once the changes it
+ *    found are done, however many arrive meanwhile (they wait behind it,
+ *    also for a long preserve among those it waits for), and the changes
+ *    that waited for it go before the next one.  Page-cache writeback
+ *    waits for no waiting rename: a take waits for it (rule 13).
  *  - busy marks on the objects a change under ns_lock (read) preserves
  *    or renames (the object of a first change; the directory of a create;
  *    the object and its directory of an unlink or rmdir; the object and
@@ -251,22 +254,40 @@ static void busy_release(void)
  * take waits for before waiting: a holder may be waiting for a take,
  * which must not wait for this request.
  */
-static void change_lock_marks(const struct busy_keys *ks)
+static void ns_take(bool exclusive, bool writeback)
+{
+	/* Taken again, it would wait for itself behind a waiting rename. */
+	if (ns_held) {
+		dlog(LOG_CRIT, "ns_lock taken twice by one thread: a programming error");
+		abort();
+	}
+	if (exclusive)
+		ns_lock_exclusive(&D.ns_lock);
+	else
+		ns_lock_shared(&D.ns_lock, writeback);
+	ns_held = true;
+}
+
+static void change_lock_marks_for(const struct busy_keys *ks, bool writeback)
 {
 	request_uncount();
-	pthread_rwlock_rdlock(&D.ns_lock);
-	ns_held = true;
+	ns_take(false, writeback);
 	busy_acquire(ks);
 }
 
+static void change_lock_marks(const struct busy_keys *ks)
+{
+	change_lock_marks_for(ks, false);
+}
+
 /* The locks of a first change of the object of key, or of a create in
- * directory key. */
-static void change_lock_object(const struct dnode *key)
+ * directory key; writeback: of page-cache writeback to it. */
+static void change_lock_object(const struct dnode *key, bool writeback)
 {
 	struct busy_keys ks = { .n = 0 };
 
 	keys_add(&ks, key->dev, key->ino);
-	change_lock_marks(&ks);
+	change_lock_marks_for(&ks, writeback);
 }
 
 /* The locks of a change that moves directories (a rename of one, a
@@ -275,8 +296,7 @@ static void change_lock_object(const struct dnode *key)
 static void change_lock_names(void)
 {
 	request_uncount();
-	pthread_rwlock_wrlock(&D.ns_lock);
-	ns_held = true;
+	ns_take(true, false);
 }
 
 static void change_unlock(void)
@@ -285,7 +305,7 @@ static void change_unlock(void)
 		busy_release();
 	if (ns_held) {
 		ns_held = false;
-		pthread_rwlock_unlock(&D.ns_lock);
+		ns_unlock(&D.ns_lock);
 	}
 }
 
@@ -412,7 +432,7 @@ static int preserve_node(struct dnode *n, const char *what)
  */
 static int writeback_change_begin(struct dnode *n, bool *locked, const char *what)
 {
-	change_lock_object(n);
+	change_lock_object(n, true);
 	*locked = true;
 	change_enter();
 	pres_layer = layer_get();
@@ -440,7 +460,7 @@ static int object_change_begin(struct dnode *n, bool writeback, bool *locked, co
 	change_leave();
 	if (writeback)
 		return writeback_change_begin(n, locked, what);
-	change_lock_object(n);
+	change_lock_object(n, false);
 	*locked = true;
 	err = preserve_begin();
 	if (!err)

@@ -77,6 +77,30 @@ struct dhandle {
 	struct dirent *dir_entry;	/* read ahead, not yet returned */
 };
 
+/* A phase-fair reader-writer lock (daemon-nslock.c): a waiting exclusive
+ * holder gets in once the shared holders it found are done, and the
+ * shared holders that waited for it get in before the next one. */
+struct ns_lock {
+	pthread_mutex_t mutex;
+	pthread_cond_t shared_cond, exclusive_cond;
+	unsigned shared;		/* holding it shared */
+	bool exclusive;			/* holding it exclusive */
+	unsigned shared_waiting, exclusive_waiting;
+	unsigned shared_admitted;	/* waited through the last exclusive turn */
+	uint64_t exclusive_turns;	/* exclusive holds ended */
+};
+
+#define NS_LOCK_INITIALIZER { .mutex = PTHREAD_MUTEX_INITIALIZER, \
+	.shared_cond = PTHREAD_COND_INITIALIZER, .exclusive_cond = PTHREAD_COND_INITIALIZER }
+
+/* urgent: page-cache writeback, which waits for no waiting exclusive
+ * holder (a take waits for it).  No thread takes the lock twice. */
+void ns_lock_shared(struct ns_lock *l, bool urgent);
+void ns_lock_exclusive(struct ns_lock *l);
+void ns_unlock(struct ns_lock *l);
+/* For the status reply: how many wait, each way. */
+void ns_lock_waiting(struct ns_lock *l, unsigned *exclusive, unsigned *shared);
+
 struct daemon {
 	/* set up once */
 	char *src;			/* absolute path of SRC */
@@ -92,8 +116,8 @@ struct daemon {
 	/* the layer; changed only by a take under preserve_lock (write) */
 	pthread_rwlock_t preserve_lock;	/* read: a change in progress */
 	/* first changes and namespace changes (rule 9, daemon-ops.c) */
-	pthread_rwlock_t ns_lock;	/* read: a change of marked objects; write:
-					 * directories move */
+	struct ns_lock ns_lock;		/* shared: a change of marked objects;
+					 * exclusive: directories move */
 	pthread_mutex_t busy_lock;
 	pthread_cond_t busy_cond;	/* a busy mark was removed */
 	struct busy_mark *busy;		/* objects changes hold busy */

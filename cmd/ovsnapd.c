@@ -52,10 +52,7 @@ struct daemon D = {
 	.ctl_fd = -1,
 	/* Writer first: a take must not starve behind a stream of writes. */
 	.preserve_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
-	/* Readers preferred (glibc's default for this initialiser): a
-	 * waiting rename must not hold up first changes behind a long
-	 * preserve. */
-	.ns_lock = PTHREAD_RWLOCK_INITIALIZER,
+	.ns_lock = NS_LOCK_INITIALIZER,
 	.busy_lock = PTHREAD_MUTEX_INITIALIZER,
 	.busy_cond = PTHREAD_COND_INITIALIZER,
 	.nodes_lock = PTHREAD_MUTEX_INITIALIZER,

@@ -29,7 +29,7 @@ setUp() {
 }
 
 tearDown() {
-	rm -f "$GATE"
+	rm -rf "$GATE"
 	[ -n "${BG:-}" ] && kill -9 "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
 	BG=
 	ovs_teardown
@@ -375,6 +375,67 @@ parallel_first_changes() {
 		wait_bounded 60 "$p" || rc=1
 	done
 	assertEquals "every process made its changes" 0 "$rc"
+	take_snapshot
+	ovs_oracle_check "$SRC" "$MF"
+}
+
+# nswait: "E S", the requests waiting for ns_lock exclusive (renames of
+# directories) and shared (other changes).
+nswait() {
+	ovs_ctl status | sed -n 's/.* nswait=\([0-9]*\)\/\([0-9]*\) .*/\1 \2/p'
+}
+
+preserving() {
+	ovs_ctl status | sed -n 's/.* preserving=\([0-9]*\) .*/\1/p'
+}
+
+# A rename of a directory is not starved by a stream of changes: changes
+# of SRC/held/fI follow one another, each held at its own gate
+# ($GATE/fI) until the next one has arrived, so there is always one
+# under way.  The rename gets in once the one it found is done: within
+# two of them, not after the stream (a bound of N changes) ends.
+test_directory_rename_not_starved_by_changes() {
+	local n=6 i pids=() mover rc done_at=0
+	for i in $(seq $n); do printf '%s\n' "$i" >"$SRC/held/f$i"; done
+	take_snapshot
+	mkdir "$GATE"
+	touch "$GATE/f1"
+	chmod 600 "$SRC/held/f1" &
+	pids[1]=$!
+	ovs_wait_held "the change of held/f1" || return
+	mv "$SRC/other/deep" "$SRC/other/deep.moved" &
+	mover=$!
+	ovs_wait_until 30 '[ "$(nswait | cut -d" " -f1)" = 1 ]'
+	assertTrue "the rename waits for the held change ($(nswait))" $?
+	for i in $(seq 2 $n); do
+		touch "$GATE/f$i"
+		chmod 600 "$SRC/held/f$i" &
+		pids[i]=$!
+		# Under way (held at its gate) or waiting behind the rename.
+		ovs_wait_until 30 '[ "$(preserving)" -ge 2 ] || [ "$(nswait | cut -d" " -f2)" -ge 1 ]'
+		assertTrue "change $i under way or waiting" $?
+		rm -f "$GATE/f$((i - 1))"
+		wait_bounded 30 "${pids[i - 1]}"
+		assertEquals "change $((i - 1)) completes once released" 0 $?
+		# Give the rename its chance (bounded by the test's limit).
+		ovs_wait_until 10 '! kill -0 $mover 2>/dev/null'
+		if ! kill -0 "$mover" 2>/dev/null; then
+			done_at=$i
+			break
+		fi
+	done
+	rm -rf "$GATE"
+	wait_bounded 60 "$mover"
+	rc=$?
+	assertEquals "the rename succeeds" 0 "$rc"
+	assertTrue "the rename completes within the stream of $n changes, not after it" \
+		"[ $done_at -gt 0 ]"
+	for i in $(seq "$((done_at > 0 ? done_at : n))" $n); do
+		[ -n "${pids[i]:-}" ] || continue
+		wait_bounded 60 "${pids[i]}"
+		assertEquals "change $i completes" 0 $?
+	done
+	[ -d "$SRC/other/deep.moved" ] || fail "the folder was not renamed"
 	take_snapshot
 	ovs_oracle_check "$SRC" "$MF"
 }
