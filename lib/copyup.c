@@ -195,7 +195,7 @@ static void tmp_name(struct ovs_layer *l, char *tmp)
 {
 	unsigned long n = __atomic_add_fetch(&l->seq, 1, __ATOMIC_RELAXED);
 
-	snprintf(tmp, OVS_TMP_NAME_MAX, "#ovs.%d.%lu", (int)getpid(), n);
+	snprintf(tmp, OVS_TMP_NAME_MAX, OVS_TMP_PREFIX "%d.%lu", (int)getpid(), n);
 }
 
 /* ---- data ---------------------------------------------------------------- */

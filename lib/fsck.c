@@ -53,6 +53,8 @@ struct fsck {
 	const char *src;
 	bool registry_ok;
 	bool engine_running;	/* a live daemon writes the newest layer */
+	int engine_pid;		/* its pid, or 0 when it did not say */
+	uint64_t engine_layer;	/* the layer it preserves into (0: none) */
 	bool unprotected;	/* the mount is dead or missing while active */
 	bool intent_pending;	/* an interrupted operation is still recorded */
 	int treefd;		/* detached clone of SRC's filesystem, or -1 */
@@ -303,6 +305,26 @@ static struct libmnt_table *mount_table(void)
 	return tb;
 }
 
+/*
+ * The running daemon's pid and the layer it preserves into.  Its
+ * preserves take no volume lock, so its work directory holds the copies
+ * it is making while fsck looks: they are not leftovers.  The volume lock
+ * fsck holds keeps the layer from switching (no take, merge or drop).
+ */
+static void engine_identify(struct fsck *ck)
+{
+	char reply[OVS_CTL_MSG_MAX];
+	uint64_t layer;
+	int pid;
+
+	if (ovs_ctl_call(ovs_volume_socket(ck->v), "status", -1, reply, sizeof(reply), 5000) < 0)
+		return;
+	if (sscanf(reply, "ok pid=%d layer=%" SCNu64, &pid, &layer) != 2 || pid <= 0)
+		return;
+	ck->engine_pid = pid;
+	ck->engine_layer = layer;
+}
+
 /* Is ovsnap's FUSE mount over SRC, and does it answer? */
 static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
 {
@@ -325,6 +347,7 @@ static void check_snapshot_mount(struct fsck *ck, struct libmnt_table *tb)
 	}
 	if (mounted) {
 		ck->engine_running = true;
+		engine_identify(ck);
 		if (ck->registry_ok && !ovs_volume_active(ck->v))
 			finding(ck, OVS_FSCK_WARNING, NULL, ck->src, "daemon", NULL,
 				"a snapshot mount covers SRC but the registry says the volume "
@@ -610,8 +633,13 @@ static void check_work(struct fsck *ck, uint64_t id, int workfd)
 	DIR *dir;
 	struct dirent *d;
 	int fd = fcntl(workfd, F_DUPFD_CLOEXEC, 3);
+	char live[OVS_TMP_NAME_MAX] = "";
 	struct stat st;
 
+	/* The running daemon's temporaries in the layer it preserves into:
+	 * copies in progress, in place or gone once they are done. */
+	if (ck->engine_pid > 0 && id == ck->engine_layer)
+		snprintf(live, sizeof(live), OVS_TMP_PREFIX "%d.", ck->engine_pid);
 	if (fd < 0 || !(dir = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
@@ -621,6 +649,8 @@ static void check_work(struct fsck *ck, uint64_t id, int workfd)
 		char path[PATH_MAX];
 
 		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (*live && strncmp(d->d_name, live, strlen(live)) == 0)
 			continue;
 		if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;

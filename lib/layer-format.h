@@ -49,6 +49,10 @@ int ovs_lremovexattrat(int dirfd, const char *name, const char *attr);
 
 /* The one whiteout every whiteout of a layer is a hard link to. */
 #define OVS_WHITEOUT_BASE	"wh-base"
+/* A temporary name in the work dir is OVS_TMP_PREFIX "<pid>.<n>", pid the
+ * process preserving (fsck tells the running daemon's copies in progress
+ * from leftovers by it). */
+#define OVS_TMP_PREFIX		"#ovs."
 /* Room for a temporary name in the work dir ("#ovs.<pid>.<n>"): short and
  * of bounded length, never derived from a user's name, so no internal
  * name is longer than the user's (DESIGN.md rule 18). */
