@@ -721,6 +721,17 @@ ovs_start_held() {
 	ovs_wait_held
 }
 
+# ovs_expect_fsck WHAT STATUS EXPECTED-STDOUT ARGS...: `ovsnap fsck ARGS
+# $SRC` exits with STATUS and prints EXPECTED-STDOUT.
+ovs_expect_fsck() {
+	local what=$1 status=$2 want=$3
+	shift 3
+
+	ovs_run "$OVSNAP" fsck "$@" "$SRC"
+	assertEquals "$what: fsck $* exit: $(ovs_ran)" "$status" "$OVS_RC"
+	assertEquals "$what: fsck $* report" "$want" "$OVS_OUT"
+}
+
 # ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]: deactivate SRC,
 # then mount every snapshot k read-only as a stock overlay of
 # upper_k:...:upper_n:SRC and compare its manifest with

@@ -42,26 +42,17 @@ take() {
 	WORK=$(echo "$OVS_MNT"/.ovsnap/*)/layers/$LAYER/work
 }
 
-expect_fsck() {
-	local what=$1 status=$2 want=$3
-	shift 3
-
-	ovs_run "$OVSNAP" fsck "$@" "$SRC"
-	assertEquals "$what: fsck $* exit: $(ovs_ran)" "$status" "$OVS_RC"
-	assertEquals "$what: fsck $* report" "$want" "$OVS_OUT"
-}
-
 # The daemon's copy in progress, as it sits in the work directory (the
 # name the engine gives it, lib/copyup.c), next to the temporary of a
 # daemon that died.
 test_copy_in_progress_is_no_leftover() {
 	echo partial >"$WORK/#ovs.$PID.999999"
-	expect_fsck "a copy of the running daemon in progress" $FSCK_OK "$SRC: clean" -n
-	expect_fsck "a copy of the running daemon in progress" $FSCK_OK "$SRC: clean" -p
+	ovs_expect_fsck "a copy of the running daemon in progress" $FSCK_OK "$SRC: clean" -n
+	ovs_expect_fsck "a copy of the running daemon in progress" $FSCK_OK "$SRC: clean" -p
 	[ -e "$WORK/#ovs.$PID.999999" ] || fail "fsck -p removed a copy in progress"
 	rm -f "$WORK/#ovs.$PID.999999"
 	echo partial >"$WORK/#ovs.1.7"
-	expect_fsck "a dead process's temporary" $FSCK_UNCORRECTED \
+	ovs_expect_fsck "a dead process's temporary" $FSCK_UNCORRECTED \
 "snapshot $LAYER: work/#ovs.1.7: leftover of an unfinished copy-up: not repaired (fsck -p removes it)
 $SRC: 1 error, 0 repaired, 1 left" -n
 	rm -f "$WORK/#ovs.1.7"
@@ -81,7 +72,7 @@ test_fsck_while_a_writer_changes_files() {
 		BG=$!
 		while kill -0 "$BG" 2>/dev/null; do
 			before=$(ls "$WORK" | grep "^#ovs\.$PID\." | head -1)
-			expect_fsck "round $round, a first change under way" $FSCK_OK "$SRC: clean" -n
+			ovs_expect_fsck "round $round, a first change under way" $FSCK_OK "$SRC: clean" -n
 			runs=$((runs + 1))
 			[ -n "$before" ] && [ -e "$WORK/$before" ] && overlapped=$((overlapped + 1))
 		done

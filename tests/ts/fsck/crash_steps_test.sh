@@ -44,16 +44,6 @@ dead_line() {
 	echo "$SRC: the snapshot mount does not answer (ENOTCONN): its daemon died; fsck does not start daemons: run 'ovsnap activate $SRC'"
 }
 
-# expect_fsck WHAT STATUS EXPECTED-STDOUT ARGS...
-expect_fsck() {
-	local what=$1 status=$2 want=$3
-	shift 3
-
-	ovs_run "$OVSNAP" fsck "$@" "$SRC"
-	assertEquals "$what: fsck $* exit: $(ovs_ran)" "$status" "$OVS_RC"
-	assertEquals "$what: fsck $* report" "$want" "$OVS_OUT"
-}
-
 # Kill the daemon after step N of a take, for every N.  Before each take
 # a few files change (preserved into the newest layer, one through a
 # shared mapping); fsck must then see nothing but the dead mount (and at
@@ -87,16 +77,16 @@ test_sigkill_take_at_every_step() {
 
 		# What the interruption left, and the repair.
 		if [ "$n" -eq 4 ]; then
-			expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
+			ovs_expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
 layers/$next: layer directory not in the registry (left over by an interrupted take or drop): not repaired (fsck -p removes it)
 $SRC: 2 errors, 0 repaired, 2 left" -n
-			expect_fsck "$what" $((FSCK_CORRECTED | FSCK_UNCORRECTED)) "$(dead_line)
+			ovs_expect_fsck "$what" $((FSCK_CORRECTED | FSCK_UNCORRECTED)) "$(dead_line)
 layers/$next: layer directory not in the registry (left over by an interrupted take or drop): removed
 $SRC: 2 errors, 1 repaired, 1 left" -p
 		else
-			expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
+			ovs_expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
 $SRC: 1 error, 0 repaired, 1 left" -n
-			expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
+			ovs_expect_fsck "$what" $FSCK_UNCORRECTED "$(dead_line)
 $SRC: 1 error, 0 repaired, 1 left" -p
 		fi
 		# From step 5 on the snapshot exists (empty: the tree as it
@@ -110,7 +100,7 @@ $SRC: 1 error, 0 repaired, 1 left" -p
 
 		ovs_run "$OVSNAP" activate "$SRC"
 		assertEquals "$what: activate: $(ovs_ran)" 0 "$OVS_RC" || return
-		expect_fsck "$what, activated again" $FSCK_OK "$SRC: clean" -n
+		ovs_expect_fsck "$what, activated again" $FSCK_OK "$SRC: clean" -n
 		"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
 		ovs_run "$OVSNAP" take "$SRC"
 		assertEquals "$what: the take repeated: $(ovs_ran)" 0 "$OVS_RC" || return
@@ -149,9 +139,9 @@ crash_loop() {
 		else
 			# Killed after its last step (the intent cleared):
 			# all done, nothing to report.
-			expect_fsck "$what, step $n (all done)" $FSCK_OK "$SRC: clean" -n
+			ovs_expect_fsck "$what, step $n (all done)" $FSCK_OK "$SRC: clean" -n
 		fi
-		expect_fsck "$what, step $n, repaired" $FSCK_OK "$SRC: clean" -n
+		ovs_expect_fsck "$what, step $n, repaired" $FSCK_OK "$SRC: clean" -n
 		assertEquals "$what, step $n: snapshots after the repair" "$SURVIVORS" "$(ids)"
 		for g in $GONE; do mv "$MF/$g.manifest" "$OVS_TMP/gone/"; done
 		OVS_ORACLE_WHAT="$what killed after step $n, fsck -p" ovs_oracle_check "$SRC" "$MF"
@@ -195,7 +185,7 @@ test_sigkill_daemon_in_active_drop() {
 			ovs_run "$OVSNAP" activate "$SRC"
 		fi
 		assertEquals "step $n: activate: $(ovs_ran)" 0 "$OVS_RC" || return
-		expect_fsck "step $n, activated" $FSCK_OK "$SRC: clean" -n
+		ovs_expect_fsck "step $n, activated" $FSCK_OK "$SRC: clean" -n
 		[ "$n" -gt 0 ] || break
 		"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
 		ovs_run "$OVSNAP" take "$SRC"
