@@ -23,11 +23,7 @@ LONG=$(printf 'n%.0s' {1..93})
 BUDGET=$((256 << 10))
 
 setUp() {
-	ovs_mkfs xfs 1G || return
-	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	ovs_volume_with_snapshot_1 || return
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take 2: $(ovs_ran)" 2 "$OVS_OUT"
 }
@@ -65,9 +61,7 @@ in_layers() {
 # diff_rss [ENV=VALUE...]: ovsnap diff SRC 1 (in $OVS_OUT); its peak RSS
 # in KiB in $RSS
 diff_rss() {
-	ovs_run env OVSNAP_TEST_DIFF_NAMES_BYTES=$BUDGET "$@" /usr/bin/time -o "$OVS_TMP/time" \
-		-f '%M' "$OVSNAP" diff "$SRC" 1
-	RSS=$(tail -1 "$OVS_TMP/time")
+	ovs_peak_rss env OVSNAP_TEST_DIFF_NAMES_BYTES=$BUDGET "$@" "$OVSNAP" diff "$SRC" 1
 	echo "peak RSS of ovsnap diff: $RSS KiB"
 }
 
