@@ -193,16 +193,22 @@ static int daemon_clone_into(struct restore *r, const struct ovs_rentry *e, cons
 
 /* ---- small helpers -------------------------------------------------------- */
 
-/* ovs_err() with ": strerror(err)" after the message. */
+/* ovs_err() with ": strerror(err)" after the message, all of it: the
+ * paths it names may be of any length (DESIGN.md rule 18). */
 static int __attribute__((format(printf, 2, 3))) fail(int err, const char *fmt, ...)
 {
-	char msg[512];
+	char *msg;
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	return ovs_err(err, "%s: %s", msg, strerror(err));
+	if (n < 0)
+		return ovs_err(err, "%s (and out of memory for the rest): %s", fmt, strerror(err));
+	err = ovs_err(err, "%s: %s", msg, strerror(err));
+	free(msg);
+	return err;
 }
 
 static bool path_below(const char *path, const char *dir)
