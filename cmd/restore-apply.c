@@ -43,6 +43,7 @@
 #include "ovsnap-private.h"
 #include "resolve.h"
 #include "restore.h"
+#include "restore-links.h"
 #include "walk.h"
 
 struct change {
@@ -73,12 +74,6 @@ struct spool {
 	size_t probecap;
 };
 
-struct hardlink {
-	dev_t dev;
-	ino_t ino;
-	char *path;		/* the live name it was restored at */
-};
-
 struct restore {
 	const char *cmd;
 	struct ovs_volume *v;
@@ -89,10 +84,10 @@ struct restore {
 	int srcfd;			/* SRC's real directory: the lowest layer */
 	struct ovs_rstack *stack;	/* the snapshot */
 	struct spool changes;
-	struct hardlink *links;
-	size_t nlinks;
-	struct hardlink *layer_links;	/* names of linked files in the layers */
-	size_t nlayer_links;
+	/* linked files of the snapshot: the live name each was first
+	 * restored at */
+	struct link_names links;
+	struct link_names layer_links;	/* names of linked files in the layers */
 	bool layer_links_read;
 	char **dirs;			/* directories whose times are still due */
 	size_t ndirs, capdirs;
@@ -198,16 +193,22 @@ static int daemon_clone_into(struct restore *r, const struct ovs_rentry *e, cons
 
 /* ---- small helpers -------------------------------------------------------- */
 
-/* ovs_err() with ": strerror(err)" after the message. */
+/* ovs_err() with ": strerror(err)" after the message, all of it: the
+ * paths it names may be of any length (DESIGN.md rule 18). */
 static int __attribute__((format(printf, 2, 3))) fail(int err, const char *fmt, ...)
 {
-	char msg[512];
+	char *msg;
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	return ovs_err(err, "%s: %s", msg, strerror(err));
+	if (n < 0)
+		return ovs_err(err, "%s (and out of memory for the rest): %s", fmt, strerror(err));
+	err = ovs_err(err, "%s: %s", msg, strerror(err));
+	free(msg);
+	return err;
 }
 
 static bool path_below(const char *path, const char *dir)
@@ -708,48 +709,24 @@ static int copy_data(struct restore *r, const struct ovs_rentry *e, const char *
 }
 
 /* Hard links among the restored names: the layers keep every name of a
- * hard-linked file linked together (DESIGN.md rule 6). */
-static const char *restored_link(struct restore *r, const struct ovs_rentry *e)
+ * hard-linked file linked together (DESIGN.md rule 6).  The name e was
+ * first restored at into *first (NULL: none yet): 0 or -errno. */
+static int restored_link(struct restore *r, const struct ovs_rentry *e, const char **first)
 {
-	for (size_t i = 0; i < r->nlinks; i++)
-		if (r->links[i].dev == e->st.st_dev && r->links[i].ino == e->st.st_ino)
-			return r->links[i].path;
-	return NULL;
+	struct link_iter it;
+	int rc;
+
+	link_names_find(&r->links, e->st.st_dev, e->st.st_ino, &it);
+	*first = link_names_next(&r->links, &it, &rc);
+	return rc;
 }
 
 static int note_link(struct restore *r, const struct ovs_rentry *e, const char *path)
 {
-	struct hardlink *l = realloc(r->links, (r->nlinks + 1) * sizeof(*l));
-
-	if (!l)
-		return ovs_err(ENOMEM, "out of memory");
-	r->links = l;
-	l[r->nlinks].dev = e->st.st_dev;
-	l[r->nlinks].ino = e->st.st_ino;
-	l[r->nlinks].path = strdup(path);
-	if (!l[r->nlinks].path)
-		return ovs_err(ENOMEM, "out of memory");
-	r->nlinks++;
-	return 0;
+	return link_names_add(&r->links, e->st.st_dev, e->st.st_ino, path);
 }
 
 /* ---- hard links with names the restore does not touch ------------------- */
-
-static int add_layer_link(struct restore *r, const struct stat *st, const char *path)
-{
-	struct hardlink *l = realloc(r->layer_links, (r->nlayer_links + 1) * sizeof(*l));
-
-	if (!l)
-		return ovs_err(ENOMEM, "out of memory");
-	r->layer_links = l;
-	l[r->nlayer_links].dev = st->st_dev;
-	l[r->nlayer_links].ino = st->st_ino;
-	l[r->nlayer_links].path = strdup(path);
-	if (!l[r->nlayer_links].path)
-		return ovs_err(ENOMEM, "out of memory");
-	r->nlayer_links++;
-	return 0;
-}
 
 /* Every multiply-linked file of the layer directory dirfd (at path). */
 static int read_layer_links(struct restore *r, int dirfd, const char *path)
@@ -781,7 +758,7 @@ static int read_layer_links(struct restore *r, int dirfd, const char *path)
 			break;
 		}
 		if (S_ISREG(st.st_mode)) {
-			rc = add_layer_link(r, &st, child);
+			rc = link_names_add(&r->layer_links, st.st_dev, st.st_ino, child);
 		} else {
 			int sub = openat(dirfd, de->d_name,
 					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -892,33 +869,40 @@ static int differs(struct restore *r, const char *path)
 /*
  * A live name that is, unchanged, another name of the snapshot's
  * hard-linked file e: the layers keep every name of a file together
- * (DESIGN.md rule 6), so they are found there.  NULL when there is none.
+ * (DESIGN.md rule 6), so they are found there, the first in the order
+ * of a walk of the layers.  Into *first (NULL when there is none): 0 or
+ * -errno.
  */
-static const char *unchanged_link(struct restore *r, const struct ovs_rentry *e,
-				  const char *path)
+static int unchanged_link(struct restore *r, const struct ovs_rentry *e, const char *path,
+			  const char **first)
 {
+	struct link_iter it;
+	const char *l;
+	int rc;
+
+	*first = NULL;
 	if (!r->layer_links_read) {
 		r->layer_links_read = true;
 		for (size_t i = 0; i < r->nfds; i++)
 			if (read_layer_links(r, r->fds[i], "") < 0)
-				return NULL;
+				return 0;
 	}
-	for (size_t i = 0; i < r->nlayer_links; i++) {
-		const struct hardlink *l = &r->layer_links[i];
+	link_names_find(&r->layer_links, e->st.st_dev, e->st.st_ino, &it);
+	while ((l = link_names_next(&r->layer_links, &it, &rc))) {
 		struct ovs_rentry q;
 		struct stat st;
 
-		if (l->dev != e->st.st_dev || l->ino != e->st.st_ino || strcmp(l->path, path) == 0)
+		if (strcmp(l, path) == 0)
 			continue;
-		if (snap_lookup(r, l->path, &q) <= 0 || q.st.st_dev != e->st.st_dev ||
+		if (snap_lookup(r, l, &q) <= 0 || q.st.st_dev != e->st.st_dev ||
 		    q.st.st_ino != e->st.st_ino)
 			continue;
-		if (differs(r, l->path) != 0 || live_lstat(r, l->path, &st) < 0 ||
-		    !S_ISREG(st.st_mode))
+		if (differs(r, l) != 0 || live_lstat(r, l, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		return l->path;
+		*first = l;
+		return 0;
 	}
-	return NULL;
+	return rc;
 }
 
 static int make_object_at(struct restore *r, const struct ovs_rentry *e, const char *spath,
@@ -959,13 +943,17 @@ static int make_object_at(struct restore *r, const struct ovs_rentry *e, const c
 
 	switch (type) {
 	case S_IFREG: {
-		const char *first = e->st.st_nlink > 1 ? restored_link(r, e) : NULL;
+		const char *first = NULL;
 		const char *fname;
 		int ffd;
 
-		if (!first && e->st.st_nlink > 1 && !r->to_dest)
-			first = unchanged_link(r, e, path);
-
+		if (e->st.st_nlink > 1) {
+			rc = restored_link(r, e, &first);
+			if (rc == 0 && !first && !r->to_dest)
+				rc = unchanged_link(r, e, path, &first);
+			if (rc < 0)
+				return rc;
+		}
 		if (first) {
 			ffd = live_parent(r, first, &fname);
 			if (ffd < 0)
@@ -1329,12 +1317,8 @@ static void restore_free(struct restore *r)
 	spool_close(&r->changes);
 	free(r->changes.rec);
 	free(r->changes.probe);
-	for (size_t i = 0; i < r->nlinks; i++)
-		free(r->links[i].path);
-	free(r->links);
-	for (size_t i = 0; i < r->nlayer_links; i++)
-		free(r->layer_links[i].path);
-	free(r->layer_links);
+	link_names_free(&r->links);
+	link_names_free(&r->layer_links);
 	for (size_t i = 0; i < r->ndirs; i++)
 		free(r->dirs[i]);
 	free(r->dirs);
@@ -1351,7 +1335,8 @@ int restore_paths(const char *cmd, struct ovs_volume *v, uint64_t snap, const ch
 		  size_t n, struct restore_stats *stats)
 {
 	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = -1,
-			     .srcfd = -1, .stats = stats, .changes.fd = -1 };
+			     .srcfd = -1, .stats = stats, .changes.fd = -1,
+			     .links = LINK_NAMES_INIT, .layer_links = LINK_NAMES_INIT };
 	int rc = run(&r, snap, paths, n);
 
 	if (rc < 0)
@@ -1399,7 +1384,8 @@ int restore_copy_out(const char *cmd, struct ovs_volume *v, uint64_t snap, const
 		     int destdirfd, const char *destname, struct restore_stats *stats)
 {
 	struct restore r = { .cmd = cmd, .v = v, .src = ovs_volume_source(v), .livefd = destdirfd,
-			     .srcfd = -1, .stats = stats, .to_dest = true, .changes.fd = -1 };
+			     .srcfd = -1, .stats = stats, .to_dest = true, .changes.fd = -1,
+			     .links = LINK_NAMES_INIT, .layer_links = LINK_NAMES_INIT };
 	struct ovs_rentry e;
 	int rc;
 

@@ -92,8 +92,11 @@ struct dent {
  * its last part too, and the runs are merged as the walk takes the
  * names.  So a huge directory on the walk's path holds a 4 KiB buffer
  * per run (10^6 names of 100 bytes: 27 runs), a small one its entries,
- * as it always did.  Should the file fail (/tmp full, no memory for a
- * memfd), the rest of the entries stay in memory and are merged too.
+ * as it always did; past OVS_RUNS_FAN_IN runs (a folder of some 10^7
+ * names), runs are first merged in groups into longer ones, so the
+ * readers stay a fan-in's worth.  Should the file fail (/tmp full, no
+ * memory for a memfd), the rest of the entries stay in memory and are
+ * merged too.
  */
 #define NAMES_MAX_BYTES	(4u << 20)
 
@@ -280,6 +283,24 @@ static void heap_down(struct names *nm, size_t i)
 	}
 }
 
+static size_t rec_size_head(const void *head, void *arg)
+{
+	const struct dent_rec *r = head;
+
+	(void)arg;
+	return r->len <= NAME_MAX ? rec_size(r) : 0;
+}
+
+static int rec_cmp_runs(const void *a, const void *b, void *arg)
+{
+	(void)arg;
+	return rec_cmp(a, b);
+}
+
+static const struct ovs_runs_order names_order = {
+	.head = sizeof(struct dent_rec), .size = rec_size_head, .cmp = rec_cmp_runs,
+};
+
 /* All entries read: sort them, or write out the last run and merge. */
 static int names_sorted(struct names *nm)
 {
@@ -296,6 +317,11 @@ static int names_sorted(struct names *nm)
 			nm->cap = nm->icap = 0;
 		}
 	}
+	/* a reader per run in the merge below: more than a fan-in of them
+	 * are merged into longer runs first (should that fail, the merge
+	 * below takes them all, in more memory) */
+	if (nm->runs.n > ovs_runs_fan_in())
+		(void)ovs_runs_reduce(&nm->runs, ovs_runs_fan_in(), &names_order);
 	if (nm->n)
 		qsort_r(nm->idx, nm->n, sizeof(*nm->idx), idx_cmp, nm->mem);
 	k = nm->runs.n + 1;

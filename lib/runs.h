@@ -61,4 +61,35 @@ const void *ovs_run_peek(struct ovs_run_reader *r, size_t want, int *err);
 /* Take n bytes that ovs_run_peek() showed. */
 void ovs_run_skip(struct ovs_run_reader *r, size_t n);
 
+/* len bytes at off of the file (the runs' bytes, and those appended but
+ * not finished): 0 or -errno. */
+int ovs_runs_read(struct ovs_runs *rs, void *buf, size_t len, off_t off);
+
+/*
+ * Merging runs into longer ones.  Each run being merged costs a reader
+ * (OVS_RUN_BUF), so a caller merging the runs of a huge input first
+ * merges them in groups (ovs_runs_reduce()) until at most a fan-in of
+ * them are left: memory bounded by the fan-in, time O(n log n).
+ */
+struct ovs_runs_order {
+	size_t head;		/* the bytes of a record that tell its size */
+	/* a record's size (<= OVS_RUN_BUF) from its head, 0 if it is none
+	 * (a damaged run) */
+	size_t (*size)(const void *head, void *arg);
+	int (*cmp)(const void *a, const void *b, void *arg);
+	void *arg;
+};
+
+/* Runs merged at a time: OVS_RUNS_FAN_IN, or the tests' fan-in
+ * OVSNAP_TEST_RUNS_FAN_IN (at least 2). */
+#define OVS_RUNS_FAN_IN	64
+size_t ovs_runs_fan_in(void);
+/* Merge runs [first, first + n) into one that takes their place (equal
+ * records in the order of their runs); their space in the file is
+ * freed where the file can punch holes.  No run may be being written.
+ * 0, or -errno with the runs as they were. */
+int ovs_runs_merge(struct ovs_runs *rs, size_t first, size_t n, const struct ovs_runs_order *ord);
+/* Merge groups of fan_in runs, in order, until at most fan_in are left. */
+int ovs_runs_reduce(struct ovs_runs *rs, size_t fan_in, const struct ovs_runs_order *ord);
+
 #endif

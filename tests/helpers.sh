@@ -644,6 +644,24 @@ ovs_snapshot_layers() {
 		awk '$1 == "id" { id = $2 } $1 == "upper" { sub(/^upper /, ""); print id, $0 }'
 }
 
+# ovs_volume_with_snapshot_1: a 1 GiB XFS image with SRC=$OVS_MNT/src
+# holding keep/k, and snapshot 1 of it taken: the start of the tests
+# that fill a snapshot's layer by hand while the volume is deactivated.
+ovs_volume_with_snapshot_1() {
+	ovs_mkfs xfs 1G || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+}
+
+# ovs_peak_rss CMD ARGS...: ovs_run CMD ARGS under GNU time; the peak RSS
+# of CMD in KiB in $RSS (the scale tests' bound on memory)
+ovs_peak_rss() {
+	ovs_run /usr/bin/time -o "$OVS_TMP/.time" -f '%M' "$@"
+	RSS=$(tail -1 "$OVS_TMP/.time")
+}
+
 # OVS_TMPFS_RUN OPTIONS CMD ARGS... (a bash script, for unshare -m): CMD ARGS
 # with a tmpfs mounted with OPTIONS on /tmp.  A build that lies under
 # /tmp (a CI clone there) stays reachable: the top directory of the

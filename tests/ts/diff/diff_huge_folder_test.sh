@@ -7,8 +7,11 @@
 #     folders of 1,000 with the same names (holding the folder's names in
 #     memory added about 9 MiB here);
 #   - the changes are the same, in the same order, whatever the budget
-#     (runs of a few dozen names, all in memory), across two layers that hold
-#     some of the same names, and where /tmp cannot hold the runs.
+#     (runs of a few dozen names, all in memory) and the runs merged at a
+#     time (64, 2), across two layers that hold some of the same names,
+#     and where /tmp cannot hold the runs;
+#   - 1,400 runs are merged in groups first: a reader each for all of
+#     them would add 6 MiB.
 # The names are put into the layers while the volume is deactivated, as
 # the state of snapshots taken before they were removed.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
@@ -23,11 +26,7 @@ LONG=$(printf 'n%.0s' {1..93})
 BUDGET=$((256 << 10))
 
 setUp() {
-	ovs_mkfs xfs 1G || return
-	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	ovs_volume_with_snapshot_1 || return
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take 2: $(ovs_ran)" 2 "$OVS_OUT"
 }
@@ -65,9 +64,7 @@ in_layers() {
 # diff_rss [ENV=VALUE...]: ovsnap diff SRC 1 (in $OVS_OUT); its peak RSS
 # in KiB in $RSS
 diff_rss() {
-	ovs_run env OVSNAP_TEST_DIFF_NAMES_BYTES=$BUDGET "$@" /usr/bin/time -o "$OVS_TMP/time" \
-		-f '%M' "$OVSNAP" diff "$SRC" 1
-	RSS=$(tail -1 "$OVS_TMP/time")
+	ovs_peak_rss env OVSNAP_TEST_DIFF_NAMES_BYTES=$BUDGET "$@" "$OVSNAP" diff "$SRC" 1
 	echo "peak RSS of ovsnap diff: $RSS KiB"
 }
 
@@ -97,10 +94,18 @@ test_diff_of_a_huge_folder_holds_a_budget_of_its_names() {
 	diff_rss OVSNAP_TEST_DIFF_NAMES_BYTES=$((1 << 30))
 	assertEquals "all in memory: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertTrue "all in memory: the same changes" '[ "$want" = "$OVS_OUT" ]'
-	# a run every few dozen names: about 1,400 runs merged
+	# a run every few dozen names: about 1,400 runs, merged 64 at a
+	# time into 22, then merged (a reader for each of 1,400 runs added
+	# about 6 MiB)
 	diff_rss OVSNAP_TEST_DIFF_NAMES_BYTES=4096
 	assertEquals "small runs: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertTrue "small runs: the same changes" '[ "$want" = "$OVS_OUT" ]'
+	assertTrue "small runs: peak RSS $RSS KiB, $base KiB for 50 folders: more than 1 MiB for the runs" \
+		"[ $((RSS - base)) -lt 1024 ]"
+	# merged 2 at a time: 11 passes
+	diff_rss OVSNAP_TEST_DIFF_NAMES_BYTES=4096 OVSNAP_TEST_RUNS_FAN_IN=2
+	assertEquals "fan-in 2: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
+	assertTrue "fan-in 2: the same changes" '[ "$want" = "$OVS_OUT" ]'
 	ovs_in_tmpfs ro env OVSNAP_TEST_DIFF_NAMES_BYTES=$BUDGET "$OVSNAP" diff "$SRC" 1
 	assertEquals "read-only /tmp: exit: $(ovs_ran | head -3)" 0 "$OVS_RC"
 	assertTrue "read-only /tmp: the same changes" '[ "$want" = "$OVS_OUT" ]'

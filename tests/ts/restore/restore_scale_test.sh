@@ -27,13 +27,8 @@ OVS_TEST_TIMEOUT=$((OVS_TEST_TIMEOUT > 900 ? OVS_TEST_TIMEOUT : 900))
 # 100 bytes a name: what a path costs in memory shows
 LONG=$(printf 'n%.0s' {1..93})
 
-# a volume with snapshot 1 of keep/k
 setUp() {
-	ovs_mkfs xfs 1G || return
-	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/keep" && echo k >"$SRC/keep/k"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	ovs_volume_with_snapshot_1
 }
 
 tearDown() {
@@ -60,8 +55,7 @@ in_snapshot_1() {
 
 # rss CMD ARGS...: ovsnap CMD ARGS; its peak RSS in KiB in $RSS
 rss() {
-	ovs_run /usr/bin/time -o "$OVS_TMP/time" -f '%M' "$OVSNAP" "$1" -q "${@:2}"
-	RSS=$(tail -1 "$OVS_TMP/time")
+	ovs_peak_rss "$OVSNAP" "$1" -q "${@:2}"
 	echo "peak RSS of ovsnap $1: $RSS KiB"
 }
 

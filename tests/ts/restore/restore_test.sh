@@ -253,6 +253,34 @@ test_bad_input_changes_nothing() {
 	assertEquals "inactive: nothing changed" "$out" "$("$MANIFEST" "$SRC")"
 }
 
+# An error names a path of any length whole (DESIGN.md rule 18): none of
+# the buffers it passes through may cut it (the library's message was
+# cut at 1 KiB).  A directory 2.4 KiB deep whose file was removed cannot
+# get its owner and times back: it is immutable.
+test_error_names_a_deep_path_whole_xfs() {
+	local name deep="" i
+
+	ovs_mkfs xfs 1G || return
+	SRC=$OVS_MNT/src
+	name=$(printf 'd%.0s' {1..200})
+	for i in $(seq 10 21); do deep+=${deep:+/}$name$i; done
+	mkdir -p "$SRC/$deep" && echo x >"$SRC/$deep/f" || fail "$deep/f"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 1 "$OVS_OUT"
+	rm "$SRC/$deep/f" || fail "rm $deep/f"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	chattr +i "$SRC/$deep" || fail "chattr +i"
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" restore "$SRC" 1 "${deep%%/*}"
+	assertNotEquals "restore into an immutable directory: $(ovs_ran | cut -c1-200)" 0 "$OVS_RC"
+	assertEquals "one line, the whole path: $OVS_ERR" \
+		"ovsnap: restore $SRC: chown $deep: Operation not permitted" "$OVS_ERR"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	chattr -i "$OVS_MNT/src/$deep"
+}
+
 # DESIGN.md rule 15: a user who swaps a directory of SRC for a symlink to
 # a directory outside SRC while the restore (root) runs must not lead it
 # there.  A test hook pauses the restore once it knows its changes; d is
