@@ -444,6 +444,7 @@ static int relpath_locked(struct dnode *n, const char *name, struct ovs_relpath 
 	rp->names = NULL;
 	rp->n = 0;
 	rp->srcdirfd = -1;
+	rp->st = NULL;
 	for (p = n; p != D.root; p = p->parent) {
 		/* a stale name must not steer a preserve to the wrong place */
 		if (p->name_lost)

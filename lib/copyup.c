@@ -115,7 +115,7 @@ int ovs_src_open_parent(const struct ovs_layer *l, const struct ovs_relpath *pat
 	fd = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (fd < 0) {
 		char what[OVS_RELPATH_DESCRIBE_MAX];
-		struct ovs_relpath parent = { path->names, path->n - 1, -1 };
+		struct ovs_relpath parent = { path->names, path->n - 1, -1, NULL };
 
 		fd = ovs_err(-fd, "open %s in the source: %s",
 			     ovs_relpath_describe(&parent, what, sizeof(what)), strerror(-fd));
@@ -195,7 +195,7 @@ static void tmp_name(struct ovs_layer *l, char *tmp)
 {
 	unsigned long n = __atomic_add_fetch(&l->seq, 1, __ATOMIC_RELAXED);
 
-	snprintf(tmp, OVS_TMP_NAME_MAX, OVS_TMP_PREFIX "%d.%lu", (int)getpid(), n);
+	snprintf(tmp, OVS_TMP_NAME_MAX, OVS_TMP_PREFIX "%d.%lu", (int)l->pid, n);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -698,13 +698,17 @@ static int build_other(struct ovs_layer *l, int sdirfd, const char *name, struct
 }
 
 int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opaque,
-		     struct stat *st, char *tmp)
+		     const struct stat *known, struct stat *st, char *tmp)
 {
 	struct statx stx;
 	struct stat probe;
 	int rc, tries;
 
-	if (fstatat(sdirfd, *name ? name : ".", &probe, AT_SYMLINK_NOFOLLOW) < 0)
+	/* The caller's stat, made under the same lock, saves a syscall per
+	 * preserve; each builder stats what it opened again anyway. */
+	if (known)
+		probe = *known;
+	else if (fstatat(sdirfd, *name ? name : ".", &probe, AT_SYMLINK_NOFOLLOW) < 0)
 		return ovs_err(errno, "stat %s: %m", name);
 	/* A mount inside SRC: not in the upper's log. */
 	if (probe.st_dev != l->src_dev)
@@ -738,29 +742,46 @@ void ovs_discard(struct ovs_layer *l, const char *tmp)
 		unlinkat(l->workfd, tmp, AT_REMOVEDIR);
 }
 
-/* The lock of the upper directory udirfd (see struct ovs_layer). */
-static pthread_mutex_t *upper_dir_lock(struct ovs_layer *l, int udirfd)
+pthread_mutex_t *ovs_upper_dir_lock_ino(struct ovs_layer *l, ino_t ino)
 {
-	struct stat st;
-	pthread_mutex_t *m;
+	pthread_mutex_t *m = &l->dir_locks[ino % OVS_UPPER_DIR_LOCKS];
 
-	/* fstat of an open fd fails only on a broken fd: any lock will do,
-	 * the operation under it fails too. */
-	m = &l->dir_locks[fstat(udirfd, &st) == 0 ? st.st_ino % OVS_UPPER_DIR_LOCKS : 0];
 	pthread_mutex_lock(m);
 	return m;
 }
 
-/* ovs_install with udirfd's lock held. */
-static int install_locked(struct ovs_layer *l, const char *tmp, const struct stat *st,
-			  int udirfd, const char *name)
+/*
+ * The lock of the upper directory udirfd (see struct ovs_layer), found by
+ * its inode number uino (0: fstat it), and with times its times, read
+ * under the lock (read before, they may be another preserve's in
+ * flight).  *rc: 0, or the error of an fstat, which fails only on a
+ * broken fd: any lock will do then, the operation under it fails too.
+ */
+static pthread_mutex_t *upper_dir_lock(struct ovs_layer *l, int udirfd, ino_t uino,
+				       struct timespec times[2], int *rc)
 {
-	struct timespec times[2];
+	pthread_mutex_t *m;
+	struct stat st;
+
+	*rc = 0;
+	if (!uino) {
+		if (fstat(udirfd, &st) == 0)
+			uino = st.st_ino;
+		else
+			*rc = ovs_err(errno, "stat upper directory: %m");
+	}
+	m = ovs_upper_dir_lock_ino(l, uino);
+	if (times && *rc == 0)
+		*rc = ovs_upper_dir_times(udirfd, times);
+	return m;
+}
+
+/* ovs_install with udirfd's lock held and its times saved. */
+static int install_locked(struct ovs_layer *l, const char *tmp, const struct stat *st,
+			  int udirfd, const char *name, const struct timespec times[2])
+{
 	int rc;
 
-	rc = ovs_upper_dir_times(udirfd, times);
-	if (rc < 0)
-		goto fail;
 	/* NOREPLACE: whatever is already there was preserved first and wins. */
 	if (renameat2(l->workfd, tmp, udirfd, name, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST) {
@@ -784,11 +805,16 @@ fail:
 }
 
 int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
-		const char *name)
+		ino_t uino, const char *name)
 {
-	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
-	int rc = install_locked(l, tmp, st, udirfd, name);
+	struct timespec times[2];
+	int rc;
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd, uino, times, &rc);
 
+	if (rc == 0)
+		rc = install_locked(l, tmp, st, udirfd, name, times);
+	else
+		ovs_discard(l, tmp);
 	pthread_mutex_unlock(m);
 	return rc;
 }
@@ -797,8 +823,8 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
 		  const char *name)
 {
 	struct timespec times[2];
-	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
-	int rc = ovs_upper_dir_times(udirfd, times);
+	int rc;
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd, 0, times, &rc);
 
 	if (rc == 0 && linkat(fromdirfd, from, udirfd, name, 0) < 0)
 		rc = errno == EEXIST ? 1 : ovs_err(errno, "link %s in the upper: %m", name);
@@ -864,8 +890,8 @@ static int link_whiteout(struct ovs_layer *l, int udirfd, const char *name)
 int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name)
 {
 	struct timespec times[2];
-	pthread_mutex_t *m = upper_dir_lock(l, udirfd);
-	int rc = ovs_upper_dir_times(udirfd, times);
+	int rc;
+	pthread_mutex_t *m = upper_dir_lock(l, udirfd, 0, times, &rc);
 
 	if (rc < 0)
 		goto out;
@@ -899,14 +925,14 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 		return ovs_err(errno, "dup: %m");
 	for (i = 0; i + 1 < path->n; i++) {
 		const char *comp = path->names[i];
-		struct ovs_relpath upto = { path->names, i + 1, -1 };
+		struct ovs_relpath upto = { path->names, i + 1, -1, NULL };
 		pthread_mutex_t *m;
 		int fd, err;
 
 		/* Under the parent's lock: a directory another preserve is
 		 * installing right now is found once it is complete and
 		 * durable, or made here (see struct ovs_layer). */
-		m = create ? upper_dir_lock(l, cur) : NULL;
+		m = create ? upper_dir_lock(l, cur, 0, NULL, &rc) : NULL;
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0 && scur >= 0) {
 			/* Found, made by a parallel preserve: scur is SRC's
@@ -937,9 +963,16 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 			if (scur >= 0)
 				close(scur);
 			scur = sfd;
-			rc = ovs_copy_to_work(l, sfd, "", false, &st, tmp);
-			if (rc == 0)
-				rc = install_locked(l, tmp, &st, cur, comp);
+			rc = ovs_copy_to_work(l, sfd, "", false, NULL, &st, tmp);
+			if (rc == 0) {
+				struct timespec times[2];
+
+				rc = ovs_upper_dir_times(cur, times);
+				if (rc == 0)
+					rc = install_locked(l, tmp, &st, cur, comp, times);
+				else
+					ovs_discard(l, tmp);
+			}
 			if (rc < 0) {
 				pthread_mutex_unlock(m);
 				goto fail;

@@ -556,6 +556,7 @@ static int chain_copy(const char *const *v, size_t n, struct ovs_relpath *out)
 	out->names = c;
 	out->n = n;
 	out->srcdirfd = -1;
+	out->st = NULL;
 	return 0;
 }
 
@@ -898,7 +899,7 @@ int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 {
 	/* "/" is no name in SRC: a free place to swap through. */
 	static const char *const slash[] = { "/" };
-	const struct ovs_relpath tmp = { slash, 1, -1 };
+	const struct ovs_relpath tmp = { slash, 1, -1, NULL };
 	int rc;
 
 	pthread_mutex_lock(&m->lock);

@@ -22,6 +22,8 @@
 struct ovs_layer {
 	int srcfd;		/* SRC's real root (not ours: never closed) */
 	int upperfd;
+	ino_t upper_ino;	/* upperfd's inode number: its lock's key */
+	pid_t pid;		/* in temp names: the process that opened the layer */
 	int workfd;
 	unsigned flags;
 	dev_t src_dev;		/* mount points inside SRC are not crossed */
@@ -87,15 +89,17 @@ int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool c
 
 /* Build a copy of sdirfd/name in the work dir under a temp name (written
  * to tmp): content, owner, mode, xattrs (trusted.overlay.* escaped), the
- * origin xattr and times, fsynced unless NOSYNC.  *st gets the source's
- * stat.  opaque marks a directory copy opaque before anyone can see it. */
+ * origin xattr and times, fsynced unless NOSYNC.  known: the caller's
+ * lstat of sdirfd/name, or NULL to make one.  *st gets the source's stat.  opaque marks a directory copy opaque before anyone can see it. */
 int ovs_copy_to_work(struct ovs_layer *l, int sdirfd, const char *name, bool opaque,
-		     struct stat *st, char *tmp);
+		     const struct stat *known, struct stat *st, char *tmp);
 /* Move a work temp into the upper as udirfd/name (no-op if something is
  * already there: the first preserve wins), restoring udirfd's times and
- * making the entry durable. */
+ * making the entry durable.  uino: udirfd's inode number, 0 if unknown. */
 int ovs_install(struct ovs_layer *l, const char *tmp, const struct stat *st, int udirfd,
-		const char *name);
+		ino_t uino, const char *name);
+/* Lock the upper directory of inode number ino (see struct ovs_layer). */
+pthread_mutex_t *ovs_upper_dir_lock_ino(struct ovs_layer *l, ino_t ino);
 /* Remove a work temp that was not installed. */
 void ovs_discard(struct ovs_layer *l, const char *tmp);
 /* Hard-link fromdir/from as udirfd/name, restoring udirfd's times. */

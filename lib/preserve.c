@@ -74,6 +74,8 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 		goto fail;
 	}
 	l->src_dev = sst.st_dev;
+	l->upper_ino = ust.st_ino;
+	l->pid = getpid();
 	{
 		struct statfs sfs;
 
@@ -172,20 +174,46 @@ static void log_scope_object(struct ovs_layer *l, const struct stat *st)
 
 /* ---- coverage ------------------------------------------------------------- */
 
-int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path)
+/*
+ * The upper directory that would hold path's last name, as a coverage
+ * walk finds it on its way (the preserve then installs into it).
+ */
+struct upper_dir {
+	int fd;		/* -1: not found (or the walk was not asked for it) */
+	ino_t ino;
+	bool owned;	/* fd is the walk's to close (not the layer's upperfd) */
+};
+
+static void upper_dir_close(struct upper_dir *ud)
+{
+	if (ud->fd >= 0 && ud->owned)
+		close(ud->fd);
+	ud->fd = -1;
+}
+
+/*
+ * With l and ud: each directory is opened under its parent's lock, as
+ * ovs_upper_parent does, so the one handed back in ud is complete and
+ * its entry durable (or logged first); the lock is keyed by the inode
+ * number the walk's stat already gave.  ud is set only for
+ * OVS_NOT_COVERED with every parent there.
+ */
+static int coverage_walk(struct ovs_layer *l, int upperfd, const struct ovs_relpath *path,
+			 struct upper_dir *ud)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
-	int cur, rc = OVS_NOT_COVERED;
+	int cur = upperfd, rc = OVS_NOT_COVERED;
+	ino_t cur_ino = l ? l->upper_ino : 0;
 	size_t i;
 
+	if (ud)
+		ud->fd = -1;
 	if (!path->n)
 		return ovl_is_opaque_at(upperfd, "") > 0 ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
-	cur = fcntl(upperfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
-		return ovs_err(errno, "dup: %m");
 	for (i = 0; i < path->n; i++) {
 		const char *comp = path->names[i];
 		bool last = i + 1 == path->n;
+		pthread_mutex_t *m = NULL;
 		struct stat st;
 		int fd, err;
 
@@ -195,6 +223,12 @@ int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path)
 					   : ovs_err(err, "stat %s in the upper: %s",
 						     ovs_relpath_describe(path, what, sizeof(what)),
 						     strerror(err));
+			if (last && err == ENOENT && ud) {
+				ud->fd = cur;
+				ud->ino = cur_ino;
+				ud->owned = cur != upperfd;
+				return rc;
+			}
 			break;
 		}
 		if (!S_ISDIR(st.st_mode)) {
@@ -212,18 +246,30 @@ int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path)
 			rc = OVS_COVERED_BY_ANCESTOR;
 			break;
 		}
+		if (l && ud)
+			m = ovs_upper_dir_lock_ino(l, cur_ino);
 		fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		err = errno;
+		if (m)
+			pthread_mutex_unlock(m);
 		if (fd < 0) {
-			err = errno;
 			rc = ovs_err(err, "open %s in the upper: %s",
 				     ovs_relpath_describe(path, what, sizeof(what)), strerror(err));
 			break;
 		}
-		close(cur);
+		if (cur != upperfd)
+			close(cur);
 		cur = fd;
+		cur_ino = st.st_ino;
 	}
-	close(cur);
+	if (cur != upperfd)
+		close(cur);
 	return rc;
+}
+
+int ovs_coverage_rel(int upperfd, const struct ovs_relpath *path)
+{
+	return coverage_walk(NULL, upperfd, path, NULL);
 }
 
 int ovs_coverage_at(int upperfd, const char *path)
@@ -287,27 +333,63 @@ static bool upper_copy_of(struct ovs_layer *l, const struct ovs_relpath *path, i
 	return strncmp(buf, want, strlen(want)) == 0;
 }
 
-/* Copy up one object with a single name (or a directory's metadata). */
-static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool opaque)
+/*
+ * SRC's directory that holds path's last name: the caller's
+ * path->srcdirfd itself where it gave one (a reopen of it would cost two
+ * syscalls per preserve for nothing), else opened; src_parent_put
+ * releases it.
+ */
+static int src_parent(struct ovs_layer *l, const struct ovs_relpath *path)
+{
+	if (path->srcdirfd >= 0 && path->n)
+		return path->srcdirfd;
+	return ovs_src_open_parent(l, path);
+}
+
+static void src_parent_put(const struct ovs_relpath *path, int sdir)
+{
+	if (sdir != path->srcdirfd)
+		close(sdir);
+}
+
+/*
+ * Copy up one object with a single name (or a directory's metadata).
+ * known: its stat, made under the caller's lock, or NULL; ud: the upper
+ * directory to install into, as a coverage walk found it (closed here),
+ * or NULL to find it (and make missing parents).
+ */
+static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool opaque,
+		       const struct stat *known, struct upper_dir *ud)
 {
 	char tmp[OVS_TMP_NAME_MAX], what[OVS_RELPATH_DESCRIBE_MAX];
+	struct upper_dir found = { .fd = -1 };
 	struct stat st;
-	int sdir, udir, rc;
+	int sdir, rc;
 
-	sdir = ovs_src_open_parent(l, path);
-	if (sdir < 0)
+	if (!ud)
+		ud = &found;
+	sdir = src_parent(l, path);
+	if (sdir < 0) {
+		upper_dir_close(ud);
 		return sdir;
-	rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), opaque, &st, tmp);
-	close(sdir);
-	if (rc < 0)
-		return ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
-	udir = ovs_upper_parent(l, path, true);
-	if (udir < 0) {
-		ovs_discard(l, tmp);
-		return udir;
 	}
-	rc = ovs_install(l, tmp, &st, udir, ovs_relpath_base(path));
-	close(udir);
+	rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), opaque, known, &st, tmp);
+	src_parent_put(path, sdir);
+	if (rc < 0) {
+		upper_dir_close(ud);
+		return ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
+	}
+	if (ud->fd < 0) {
+		ud->fd = ovs_upper_parent(l, path, true);
+		if (ud->fd < 0) {
+			ovs_discard(l, tmp);
+			return ud->fd;
+		}
+		ud->ino = 0;
+		ud->owned = true;
+	}
+	rc = ovs_install(l, tmp, &st, ud->fd, ud->ino, ovs_relpath_base(path));
+	upper_dir_close(ud);
 	return rc;
 }
 
@@ -330,12 +412,15 @@ static int src_stat(struct ovs_layer *l, const struct ovs_relpath *path, struct 
 
 	if (!path->n)
 		return -EINVAL;	/* the root has no name to stat it by */
-	sdir = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
+	if (path->srcdirfd >= 0)
+		sdir = path->srcdirfd;
+	else
+		sdir = ovs_src_open(l, path, path->n - 1, O_PATH | O_DIRECTORY);
 	if (sdir < 0)
 		return sdir;
 	if (fstatat(sdir, ovs_relpath_base(path), st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
-	close(sdir);
+	src_parent_put(path, sdir);
 	return rc;
 }
 
@@ -380,7 +465,7 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m,
 			rc = sdir;
 			goto out;
 		}
-		rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), false, &cst, tmp);
+		rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), false, st, &cst, tmp);
 		close(sdir);
 		if (rc < 0)
 			goto out;
@@ -409,7 +494,7 @@ static int copy_up_linked(struct ovs_layer *l, struct ovs_hlmap *m,
 			rc = udir;
 			goto fail;
 		}
-		rc = ovs_install(l, tmp, &cst, udir, ovs_relpath_base(path));
+		rc = ovs_install(l, tmp, &cst, udir, 0, ovs_relpath_base(path));
 		close(udir);
 	}
 	goto out;
@@ -423,28 +508,41 @@ out:
 	return rc;
 }
 
+/* ud: as copy_up_one's (closed here). */
 static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
-			   const struct ovs_relpath *path, const struct stat *st)
+			   const struct ovs_relpath *path, const struct stat *st,
+			   struct upper_dir *ud)
 {
 	log_scope_object(l, st);
-	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1)
+	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1) {
+		if (ud)
+			upper_dir_close(ud);
 		return copy_up_linked(l, m, path, st);
-	return copy_up_one(l, path, false);
+	}
+	return copy_up_one(l, path, false, st, ud);
 }
 
 static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 			      const struct ovs_relpath *path)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
+	struct upper_dir ud;
 	struct stat st;
-	int rc = coverage(l, path);
+	int rc = coverage_walk(l, l->upperfd, path, &ud);
 
 	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
-	rc = src_stat(l, path, &st);
-	if (rc < 0)
+	if (path->st && path->srcdirfd >= 0) {
+		st = *path->st;
+		rc = 0;
+	} else {
+		rc = src_stat(l, path, &st);
+	}
+	if (rc < 0) {
+		upper_dir_close(&ud);
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
-	return preserve_object(l, m, path, &st);
+	}
+	return preserve_object(l, m, path, &st, &ud);
 }
 
 /* ---- rule 8, grouped ----------------------------------------------------- */
@@ -544,7 +642,7 @@ static int preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 	case OVS_NOT_COVERED:
 		/* SRC's directory is empty now, so the copy must hide it:
 		 * opaque from birth, visible only when complete. */
-		return copy_up_one(l, path, true);
+		return copy_up_one(l, path, true, NULL, NULL);
 	case OVS_ENTRY_DIR:
 		/* Every snapshot-time entry gone from SRC was preserved in it
 		 * before it went, so the upper's contents are the whole dir. */
@@ -612,7 +710,7 @@ static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 				return rc;
 			return preserve_rmdir(l, path);
 		}
-		return preserve_object(l, m, path, &st);
+		return preserve_object(l, m, path, &st, NULL);
 	}
 	if (rc != -ENOENT)
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
@@ -658,6 +756,7 @@ static int merge_linked(struct merge_walk *w, int sdirfd, const char *wpath,
 	full.names = v;
 	full.n = w->root->n + sub.n;
 	full.srcdirfd = sdirfd;
+	full.st = NULL;
 	rc = copy_up_linked(w->l, w->m, &full, sst);
 	free(v);
 	free(mem);
@@ -695,18 +794,18 @@ static int merge_entry(void *arg, struct ovs_walk_dir *d, const char *name, cons
 		if (w->m && sst.st_nlink > 1)
 			/* Rule 6: links inside the subtree stay linked. */
 			return merge_linked(w, sdirfd, path, &sst);
-		rc = ovs_copy_to_work(l, sdirfd, name, false, &sst, tmp);
+		rc = ovs_copy_to_work(l, sdirfd, name, false, &sst, &sst, tmp);
 		if (rc == 0)
-			rc = ovs_install(l, tmp, &sst, udirfd, name);
+			rc = ovs_install(l, tmp, &sst, udirfd, 0, name);
 		return rc;
 	} else {
 		/* A mount point inside SRC shows as an empty dir (rule 15):
 		 * opaque, nothing below it copied. */
 		bool mountpoint = sst.st_dev != l->src_dev;
 
-		rc = ovs_copy_to_work(l, sdirfd, name, mountpoint, &sst, tmp);
+		rc = ovs_copy_to_work(l, sdirfd, name, mountpoint, &sst, &sst, tmp);
 		if (rc == 0)
-			rc = ovs_install(l, tmp, &sst, udirfd, name);
+			rc = ovs_install(l, tmp, &sst, udirfd, 0, name);
 		if (rc < 0 || mountpoint)
 			return rc;
 	}
@@ -775,10 +874,10 @@ static int preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc < 0)
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	if (!S_ISDIR(st.st_mode))
-		return c == OVS_NOT_COVERED ? preserve_object(l, m, path, &st) : 0;
+		return c == OVS_NOT_COVERED ? preserve_object(l, m, path, &st, NULL) : 0;
 	log_scope_object(l, &st);
 	if (c == OVS_NOT_COVERED) {
-		rc = copy_up_one(l, path, false);
+		rc = copy_up_one(l, path, false, &st, NULL);
 		if (rc < 0)
 			return rc;
 	}

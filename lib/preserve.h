@@ -42,6 +42,10 @@ struct ovs_relpath {
 	const char *const *names;
 	size_t n;
 	int srcdirfd;
+	/* The caller's lstat of the last name in srcdirfd, made under the
+	 * lock the preserve runs under, or NULL: it saves the preserve its
+	 * own. */
+	const struct stat *st;
 };
 
 /* Split a '/'-separated string (tests, the views' and fsck's path strings,

@@ -44,6 +44,7 @@ int ovs_relpath_split(const char *path, struct ovs_relpath *rp, void **mem)
 	rp->names = v;
 	rp->n = n;
 	rp->srcdirfd = -1;
+	rp->st = NULL;
 	return 0;
 }
 

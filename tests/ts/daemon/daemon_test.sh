@@ -202,6 +202,53 @@ test_first_changes_copied_on_xfs_are_fsynced() {
 	assertEquals "no sync for metadata on XFS without reflink (trace: $META_TRACE)" 0 "$META_SYNCS"
 }
 
+# Issue 12 item 1: the preserve of an old file is mostly syscalls of its
+# own, and on a paravirtualised VM each costs microseconds.  The first
+# chmods of old files on XFS, counted per file (the lookups done before
+# the trace): the SRC directory the daemon holds is not reopened
+# (openat2), the upper's root not dup'ed (fcntl), the pid not asked, and
+# the object and the directories not stat'ed again and again (main: 10
+# stats and 38 calls per first chmod; now 6 and 23, the daemon's own
+# lookup check, chmod and reply stat included).
+test_first_chmod_on_xfs_syscalls() {
+	local src pid tracer trace=$OVS_TMP/chmod.strace n=8 i files=
+	ovs_require_cmd strace || return
+	ovs_mkfs xfs 512M || return
+	src=$OVS_MNT/src
+	mkdir -p "$src/old"
+	printf 'old w\n' >"$src/old/w"
+	for ((i = 0; i < n; i++)); do
+		printf 'old %s\n' "$i" >"$src/old/f$i"
+		files="$files $src/old/f$i"
+	done
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return
+	pid=$(pgrep -f "ovsnapd .*$src\$" | head -1)
+	assertNotNull "the daemon of $src" "$pid" || return
+	# shellcheck disable=SC2086 # the file names
+	stat $files >/dev/null
+	# The first preserve in old/ copies the directory up too (once).
+	chmod 600 "$src/old/w"
+	strace -f -qq -o "$trace" -p "$pid" &
+	tracer=$!
+	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	assertTrue "strace attached to every thread of the daemon" $?
+	# shellcheck disable=SC2086
+	chmod 600 $files
+	assertTrue "the chmods" $?
+	kill "$tracer"
+	wait "$tracer" 2>/dev/null
+	assertEquals "every file preserved" "$n" \
+		"$(grep -cE 'renameat2\(.*"f[0-9]+", RENAME_NOREPLACE' "$trace")"
+	assertEquals "no reopen of SRC's directory, no dup, no getpid (trace: $(cat "$trace"))" 0 \
+		"$(grep -cE '(^|[[:space:]])(openat2|fcntl|getpid)\(' "$trace")"
+	assertTrue "at most 6 stats per first chmod, not $(grep -cE '(^|[[:space:]])(newfstatat|statx)\(' "$trace") for $n (trace: $(cat "$trace"))" \
+		"[ $(grep -cE '(^|[[:space:]])(newfstatat|statx)\(' "$trace") -le $((6 * n)) ]"
+	# Calls of the request itself and of the thread pool aside.
+	assertTrue "at most 24 calls per first chmod, not $(grep -vcE '(^|[[:space:]])(read|writev|futex|madvise|mmap|munmap|mprotect|rt_sigprocmask|clone3|set_robust_list|rseq)\(|exited|resumed' "$trace") for $n (trace: $(cat "$trace"))" \
+		"[ $(grep -vcE '(^|[[:space:]])(read|writev|futex|madvise|mmap|munmap|mprotect|rt_sigprocmask|clone3|set_robust_list|rseq)\(|exited|resumed' "$trace") -le $((24 * n)) ]"
+}
+
 test_caller_identity() {
 	# Other users must reach SRC (mktemp made $OVS_TMP private).
 	chmod o+x "$OVS_TMP" "$OVS_MNT"
