@@ -41,12 +41,19 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "sched-slice.h"
 #include "control.h"
 #include "merge.h"
 #include "ovsnap-private.h"
 
 #define WORKERS_START 4
 #define WORKERS_MAX 64
+/* Idle workers kept after a burst: above it, a worker that finishes a
+ * request exits (libfuse's max_idle_threads).  The kernel wakes idle
+ * readers of /dev/fuse in turn, so each one kept costs a cold cache and
+ * a switch to a thread that ran long ago, and a burst would otherwise
+ * keep its peak for good. */
+#define WORKERS_IDLE_MAX WORKERS_START
 #define REPLAYERS_MAX 4
 /* Tries of a merge of the active layer to find no preserve running
  * before it waits for them under its barrier. */
@@ -371,50 +378,6 @@ static unsigned preserving_count(void)
 	return n;
 }
 
-/*
- * Every request is a hand-off: the caller wakes a worker and sleeps until
- * it answers.  The daemon runs in a session of its own, so in a group of
- * the scheduler of its own (autogroup, or a systemd unit's cgroup), never
- * the caller's: when the caller sleeps its group leaves the CPU, and with
- * other groups runnable there the worker waits for whichever of them has
- * the earliest deadline, often a whole slice of a busy process.  A plain
- * FUSE passthrough started the same way waits just as long (ovsnapd(8),
- * Costs).  A short slice (EEVDF, Linux 6.12+: sched_runtime of a
- * SCHED_OTHER thread, 0.1 ms the least) gives a woken worker, and its
- * group, an early deadline: it runs soon after the wake-up instead.  It
- * changes latency only, not the CPU share the daemon gets.  Older
- * kernels ignore it; a failure changes nothing but speed.
- */
-#define WORKER_SLICE_NS 100000ULL
-
-struct sched_attr_slice {	/* struct sched_attr, which glibc lacks */
-	uint32_t size;
-	uint32_t sched_policy;
-	uint64_t sched_flags;
-	int32_t sched_nice;
-	uint32_t sched_priority;
-	uint64_t sched_runtime;
-	uint64_t sched_deadline;
-	uint64_t sched_period;
-};
-
-static void worker_short_slice(void)
-{
-#ifdef SYS_sched_setattr
-	struct sched_attr_slice a = {
-		.size = sizeof(a),
-		.sched_policy = SCHED_OTHER,
-		.sched_runtime = WORKER_SLICE_NS,
-	};
-
-	/* Keep the nice value the daemon was started with. */
-	errno = 0;
-	a.sched_nice = getpriority(PRIO_PROCESS, 0);
-	if (errno == 0)
-		syscall(SYS_sched_setattr, 0, &a, 0);
-#endif
-}
-
 static void *worker_main(void *arg);
 
 /* Caller holds loop_lock. */
@@ -432,6 +395,22 @@ static void spawn_worker(void)
 	D.nworkers++;
 }
 
+/*
+ * After a request: whether this worker should exit because more than
+ * WORKERS_IDLE_MAX others wait for requests.  They keep receiving, so
+ * the pool never drops below them; when the last idle one wakes, another
+ * starts (worker_main).  Rule 13 holds: a barrier holds no worker (held
+ * requests are queued), and one waiting in request_count() is busy, not
+ * idle.
+ */
+static bool too_many_idle(void)
+{
+#ifdef OVS_MUTANT_WORKERS_NEVER_EXIT	/* make check-mutants: the pool only grows */
+	return false;
+#endif
+	return __atomic_load_n(&D.nidle, __ATOMIC_SEQ_CST) > WORKERS_IDLE_MAX;
+}
+
 static void *worker_main(void *arg)
 {
 	struct fuse_buf buf = { .mem = NULL };
@@ -439,7 +418,7 @@ static void *worker_main(void *arg)
 	(void)arg;
 	if (identity_thread_init() < 0)
 		dlog(LOG_ERR, "set up the identity of a worker thread: %m");
-	worker_short_slice();
+	sched_short_slice();
 	for (;;) {
 		int res;
 
@@ -466,12 +445,10 @@ static void *worker_main(void *arg)
 		}
 		if (fuse_session_exited(D.se))
 			break;
-		if (!request_modifies(&buf)) {
+		if (!request_modifies(&buf) || count_fast()) {
 			process_request(&buf);
-			continue;
-		}
-		if (count_fast()) {
-			process_request(&buf);
+			if (too_many_idle())
+				break;
 			continue;
 		}
 		pthread_mutex_lock(&D.loop_lock);
@@ -489,6 +466,8 @@ static void *worker_main(void *arg)
 		count_locked();
 		pthread_mutex_unlock(&D.loop_lock);
 		process_request(&buf);
+		if (too_many_idle())
+			break;
 	}
 	free(buf.mem);
 	pthread_mutex_lock(&D.loop_lock);
@@ -504,7 +483,7 @@ static void *replayer_main(void *arg)
 {
 	(void)arg;
 	identity_thread_init();
-	worker_short_slice();
+	sched_short_slice();
 	pthread_mutex_lock(&D.loop_lock);
 	while (!D.barrier && D.deferred_head) {
 		struct deferred *d = D.deferred_head;

@@ -23,6 +23,7 @@
 
 #include "view.h"
 #include "fuse-uring.h"
+#include "sched-slice.h"
 
 extern const struct fuse_lowlevel_ops view_ops;
 
@@ -162,6 +163,8 @@ int main(int argc, const char **argv)
 	}
 	say_ready("ok");
 
+	/* The workers libfuse starts from this thread inherit it. */
+	sched_short_slice();
 	cfg = fuse_loop_cfg_create();
 	if (cfg) {
 		fuse_loop_cfg_set_clone_fd(cfg, 0);

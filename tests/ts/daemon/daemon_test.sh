@@ -351,6 +351,42 @@ sys.exit(0 if (major, minor) >= (6, 12) else 1)'; then
 	assertTrue "workers with a 0.1 ms slice: $n (the main thread's: $main)" "[ $n -ge 4 ]"
 }
 
+# The pool grows while every worker is busy and shrinks again afterwards:
+# a worker that finishes a request while more than 4 others wait exits
+# (WORKERS_IDLE_MAX, daemon-loop.c).  A burst of opens from 16 processes
+# grows it; serial opens afterwards wake the idle workers one by one, and
+# each leaves.
+test_idle_workers_exit_after_a_burst() {
+	local pid before peak after i
+
+	pid=$(daemon_pid)
+	assertNotNull "daemon pid" "$pid"
+	before=$(ls "/proc/$pid/task" | wc -l)
+	peak=$before
+	for i in $(seq 16); do
+		python3 -c 'import os, sys
+for _ in range(3000):
+	os.close(os.open(sys.argv[1], os.O_RDONLY))' "$SRC/file" &
+	done
+	while [ -n "$(jobs -r)" ]; do
+		i=$(ls "/proc/$pid/task" | wc -l)
+		[ "$i" -gt "$peak" ] && peak=$i
+		sleep 0.05
+	done
+	wait
+	if [ "$peak" -lt $((before + 4)) ]; then
+		# Nothing to shrink: the burst never kept 5 workers busy at once.
+		ovs_skip_test "the burst grew the pool by $((peak - before)) threads only"
+		return
+	fi
+	python3 -c 'import os, sys
+for _ in range(2000):
+	os.close(os.open(sys.argv[1], os.O_RDONLY))' "$SRC/file"
+	after=$(ls "/proc/$pid/task" | wc -l)
+	assertTrue "threads: $before before, $peak in the burst, $after after (at most 4 idle workers stay)" \
+		"[ $after -le $((before + 1)) ]"
+}
+
 # No clock: what the test sees while the daemon's status still says
 # barrier=1 happened under the barrier.  The hold is long (60 s) only so a
 # loaded machine cannot end it before the checks.

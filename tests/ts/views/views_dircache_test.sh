@@ -79,4 +79,40 @@ e
 f" "$OVS_OUT"
 }
 
+# ovsnap-viewd's workers ask for the short scheduler slice ovsnapd's
+# workers ask for (ovsnapd(8), Costs): the thread that starts libfuse's
+# pool asks, and the workers inherit it.  Seen in /proc/PID/task/TID/sched
+# (CONFIG_SCHED_DEBUG, Linux 6.12+).
+test_view_workers_ask_for_a_short_slice() {
+	local p pid= t n=0 all=0
+
+	ovs_mkfs xfs || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC" "$VIEW"
+	echo a1 >"$SRC/a"
+	take
+	ovs_run "$OVSNAP" mount "$SRC" 1 "$VIEW"
+	assertEquals "mount: $(ovs_ran)" 0 "$OVS_RC"
+	view_reads a a1
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = ovsnap-viewd ] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$VIEW" && pid=${p#/proc/}
+	done
+	assertNotNull "the view's ovsnap-viewd" "$pid"
+	if [ -z "$(awk '$1 == "se.slice" { print $3 }' "/proc/$pid/sched" 2>/dev/null)" ] ||
+	   ! python3 -c 'import os, sys
+major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+sys.exit(0 if (major, minor) >= (6, 12) else 1)'; then
+		ovs_skip_test "no se.slice in /proc/PID/sched, or a kernel before 6.12"
+		return
+	fi
+	for t in /proc/"$pid"/task/*; do
+		all=$((all + 1))
+		[ "$(awk '$1 == "se.slice" { print $3 }' "$t/sched")" = 100000 ] && n=$((n + 1))
+	done
+	assertTrue "threads with a 0.1 ms slice: $n of $all (the pool and the thread that started it)" "[ $n -ge 2 ]"
+	ovs_run "$OVSNAP" umount "$VIEW"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 . "$SHUNIT2"
