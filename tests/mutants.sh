@@ -20,6 +20,7 @@ mutants=(
 	"CHMOD_UNPRESERVED|tests/ts/take/take_test.sh|test_chmod_chown_utimes_file test_chmod_chown_utimes_directory"
 	"WRITE_NOOP|tests/ts/take/take_test.sh|test_modify_file test_hard_link_modified_through_one_name"
 	"UNLINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
+	"WORKERS_NEVER_EXIT|tests/ts/daemon/daemon_test.sh|test_idle_workers_exit_after_a_burst"
 	"LINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
 )
 
