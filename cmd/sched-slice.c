@@ -38,14 +38,29 @@ struct sched_attr_slice {	/* struct sched_attr, which glibc lacks */
 	uint64_t sched_period;
 };
 
+#define SHORT_SLICE_RESET_ON_FORK 0x01	/* SCHED_FLAG_RESET_ON_FORK */
+
 void sched_short_slice(void)
 {
 #ifdef SYS_sched_setattr
 	struct sched_attr_slice a = {
 		.size = sizeof(a),
-		.sched_policy = SCHED_OTHER,
 		.sched_runtime = SHORT_SLICE_NS,
 	};
+	int policy = sched_getscheduler(0);
+
+	/* Keep the policy the daemon was started with: an admin who ran it
+	 * under chrt -r, -f, -i or -d (or a unit's CPUSchedulingPolicy=)
+	 * chose it over any slice.  SCHED_BATCH is a fair policy too, whose
+	 * threads take a custom slice as SCHED_OTHER ones do. */
+	if (policy < 0)
+		return;
+	if (policy & SCHED_RESET_ON_FORK)
+		a.sched_flags = SHORT_SLICE_RESET_ON_FORK;
+	policy &= ~SCHED_RESET_ON_FORK;
+	if (policy != SCHED_OTHER && policy != SCHED_BATCH)
+		return;
+	a.sched_policy = policy;
 
 	/* Keep the nice value the daemon was started with. */
 	errno = 0;

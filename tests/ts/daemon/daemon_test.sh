@@ -5,7 +5,7 @@
 # stop refusing while files are open, and the daemon's fd limit.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
-ovs_require_cmd setfattr getfattr setpriv python3 prlimit
+ovs_require_cmd setfattr getfattr setpriv python3 prlimit chrt
 
 FSOP=${OVSNAP_TOOLS}/tools/ovs-fsop
 # The barrier test talks to the daemon's test hook.
@@ -349,6 +349,33 @@ sys.exit(0 if (major, minor) >= (6, 12) else 1)'; then
 		[ "$(awk '$1 == "se.slice" { print $3 }' "$t/sched")" = 100000 ] && n=$((n + 1))
 	done
 	assertTrue "workers with a 0.1 ms slice: $n (the main thread's: $main)" "[ $n -ge 4 ]"
+}
+
+# The short slice is asked for within the policy the daemon was started
+# with: an admin who runs it under chrt -b (or -r, -f, -i) keeps that
+# policy for every worker, not SCHED_OTHER (sched-slice.c).  Each policy
+# in turn: the volume deactivated, then activated under chrt, and a
+# request served so that the workers have started.
+test_workers_keep_the_policy_the_daemon_was_started_with() {
+	local opt want pid t n all
+
+	for opt in "-b 0:SCHED_BATCH" "-r 1:SCHED_RR"; do
+		want=${opt#*:}
+		ovs_run "$OVSNAP" deactivate "$SRC"
+		assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return
+		ovs_run chrt ${opt%:*} "$OVSNAP" activate "$SRC"
+		assertEquals "activate under chrt ${opt%:*}: $(ovs_ran)" 0 "$OVS_RC" || return
+		cat "$SRC/file" >/dev/null
+		pid=$(daemon_pid)
+		assertNotNull "daemon pid" "$pid" || return
+		n=0 all=0
+		for t in /proc/"$pid"/task/*; do
+			all=$((all + 1))
+			chrt -p "${t##*/}" | grep -q "policy: $want\$" && n=$((n + 1))
+		done
+		assertEquals "threads under $want (chrt ${opt%:*}): $n of $all" "$all" "$n"
+		assertTrue "the workers have started: $all threads" "[ $all -ge 4 ]"
+	done
 }
 
 # The pool grows while every worker is busy and shrinks again afterwards:
