@@ -406,7 +406,8 @@ test_directory_rename_not_starved_by_changes() {
 	mv "$SRC/other/deep" "$SRC/other/deep.moved" &
 	mover=$!
 	ovs_wait_until 30 '[ "$(nswait | cut -d" " -f1)" = 1 ]'
-	assertTrue "the rename waits for the held change ($(nswait))" $?
+	rc=$?
+	assertEquals "the rename waits for the held change ($(nswait))" 0 "$rc"
 	for i in $(seq 2 $n); do
 		touch "$GATE/f$i"
 		chmod 600 "$SRC/held/f$i" &
@@ -416,7 +417,8 @@ test_directory_rename_not_starved_by_changes() {
 		assertTrue "change $i under way or waiting" $?
 		rm -f "$GATE/f$((i - 1))"
 		wait_bounded 30 "${pids[i - 1]}"
-		assertEquals "change $((i - 1)) completes once released" 0 $?
+		rc=$?
+		assertEquals "change $((i - 1)) completes once released" 0 "$rc"
 		# Give the rename its chance (bounded by the test's limit).
 		ovs_wait_until 10 '! kill -0 $mover 2>/dev/null'
 		if ! kill -0 "$mover" 2>/dev/null; then
