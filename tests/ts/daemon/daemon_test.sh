@@ -23,6 +23,8 @@ setUp() {
 }
 
 tearDown() {
+	# test_idle_workers_exit_after_a_burst freezes it; never leave it so.
+	[ -n "${OVS_MNT:-}" ] && fsfreeze -u "$OVS_MNT" 2>/dev/null
 	ovs_teardown
 }
 
@@ -378,34 +380,32 @@ test_workers_keep_the_policy_the_daemon_was_started_with() {
 	done
 }
 
-# The pool grows while every worker is busy and shrinks again afterwards:
-# a worker that finishes a request while more than 4 others wait exits
-# (WORKERS_IDLE_MAX, daemon-loop.c).  A burst of opens from 16 processes
-# grows it; serial opens afterwards wake the idle workers one by one, and
-# each leaves.
+# A burst that keeps many workers busy at once, made certain rather than
+# hoped for: with the backing filesystem frozen, a create in each of 16
+# directories holds its worker in the kernel (16 directories, as the
+# kernel lets one create per directory through at a time), so the pool
+# must grow past them.  After the thaw, serial opens leave at most
+# WORKERS_IDLE_MAX idle workers (mutant WORKERS_NEVER_EXIT keeps them all).
 test_idle_workers_exit_after_a_burst() {
 	local pid before peak after i
 
 	pid=$(daemon_pid)
 	assertNotNull "daemon pid" "$pid"
+	for i in $(seq 16); do mkdir "$SRC/burst$i" || fail "mkdir burst$i"; done
 	before=$(ls "/proc/$pid/task" | wc -l)
-	peak=$before
+	fsfreeze -f "$OVS_MNT" || { fail "freeze $OVS_MNT"; return; }
 	for i in $(seq 16); do
-		python3 -c 'import os, sys
-for _ in range(3000):
-	os.close(os.open(sys.argv[1], os.O_RDONLY))' "$SRC/file" &
+		touch "$SRC/burst$i/new" &
 	done
-	while [ -n "$(jobs -r)" ]; do
-		i=$(ls "/proc/$pid/task" | wc -l)
-		[ "$i" -gt "$peak" ] && peak=$i
-		sleep 0.05
-	done
+	ovs_wait_until 60 '[ "$(ls "/proc/$pid/task" | wc -l)" -ge $((before + 12)) ]'
+	peak=$(ls "/proc/$pid/task" | wc -l)
+	fsfreeze -u "$OVS_MNT"
 	wait
-	if [ "$peak" -lt $((before + 4)) ]; then
-		# Nothing to shrink: the burst never kept 5 workers busy at once.
-		ovs_skip_test "the burst grew the pool by $((peak - before)) threads only"
-		return
-	fi
+	assertTrue "16 held creates grew the pool: $before threads before, $peak held" \
+		"[ $peak -ge $((before + 12)) ]"
+	for i in $(seq 16); do
+		assertTrue "create $i done after the thaw" "[ -e '$SRC/burst$i/new' ]"
+	done
 	python3 -c 'import os, sys
 for _ in range(2000):
 	os.close(os.open(sys.argv[1], os.O_RDONLY))' "$SRC/file"
