@@ -1,0 +1,195 @@
+#!/bin/bash
+# Live-path walk benchmark (issue 13 item 1, issue 12): `find -printf '%s'`
+# (readdir and a stat of every entry) of an N-file tree (default 100,000)
+# on a loop XFS, through
+#   nothing (native: the real directory, under the snapshot mount),
+#   the plain libfuse passthrough (bench/fuse-passthrough, --dir-fds) of
+#     that same real directory, as most FUSE servers answer (READDIR, then
+#     a LOOKUP per entry) and with --readdirplus (each entry's attributes
+#     with the listing, as ovsnapd answers): the floor FUSE itself sets,
+#   ovsnapd's live path (the snapshot mount over SRC, the tree unchanged
+#     since the take),
+#   and, with OVSNAP_BASE=path/to/an/older/ovsnap, the live path of that
+#     build's ovsnapd over a second copy of the tree on the same image: the
+#     baseline of the same run,
+# cold (drop_caches before each walk) and warm (the same walk again at
+# once), the targets taking turns over ROUNDS (default 5) rounds, the order
+# rotating each round; medians reported, with the CPU time the serving
+# process spent (user + system, all its threads) per walk.
+#
+# PROFILE=1 adds, after the timed rounds, one cold walk per target traced
+# for where the time goes: the FUSE requests it cost per file (the
+# fuse:fuse_request_send tracepoint, kernel 6.16+), and the system calls
+# of the serving process per file (strace -c -f, which slows it: counts
+# only, not times).
+#
+# Run as root: `bash bench/run.sh live-walk`, or
+#   OVSNAP=build/ovsnap FILEOPS=build/bench/ovs-fileops \
+#   FUSE_PASSTHROUGH=build/bench/fuse-passthrough bash bench/live-walk-bench.sh [N]
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-lib.sh"
+
+N=${1:-${N:-100000}}
+ROUNDS=${ROUNDS:-5}
+BASE=${OVSNAP_BASE:-}
+case $N in '' | *[!0-9]*) echo "live-walk-bench: N must be a number of files" >&2; exit 2 ;; esac
+case $ROUNDS in '' | 0 | *[!0-9]*) echo "live-walk-bench: ROUNDS must be a positive number" >&2; exit 2 ;; esac
+FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$(dirname "$FILEOPS")/fuse-passthrough}
+[ -x "$FUSE_PASSTHROUGH" ] || { echo "live-walk-bench: no fuse-passthrough at $FUSE_PASSTHROUGH" >&2; exit 1; }
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "live-walk-bench: OVSNAP_BASE $BASE is not executable" >&2; exit 1; }
+# each build finds its own ovsnapd next to it
+unset OVSNAPD
+
+bench_setup live-walk
+pt_pids=()
+lw_cleanup() {
+	local p
+
+	bench_cleanup
+	for p in "${pt_pids[@]}"; do kill "$p" 2>/dev/null; done
+	return 0
+}
+trap lw_cleanup EXIT
+
+bench_header "ovsnap live-path walk benchmark"
+echo "tree: $N empty files in folders of 1000; rounds: $ROUNDS, targets in turn (order rotating), medians"
+echo "cold: drop_caches before the walk; warm: the same walk again at once"
+echo "libfuse: $(ldd "$FUSE_PASSTHROUGH" | awk '/libfuse3/ { print $3 }') (passthrough), $(ldd "$(dirname "$OVSNAP")/ovsnapd" | awk '/libfuse3/ { print $3 }') (ovsnapd)"
+echo
+
+mkimg xfs "$(( (N / 100000 + 1) * 3 ))G"
+x=$work/xfs
+mkdir -p "$x/src" "$work/real" "$work/pt" "$work/ptplus"
+mktree "$x/src/tree" "$N"
+if [ -n "$BASE" ]; then
+	mkdir -p "$x/srcb"
+	mktree "$x/srcb/tree" "$N"
+fi
+sync
+"$OVSNAP" take "$x/src" >/dev/null
+[ -z "$BASE" ] || "$BASE" take "$x/srcb" >/dev/null
+# The real directory below the snapshot mounts: a bind of the XFS mount
+# without its submounts (not --rbind).
+mount --bind "$x" "$work/real"
+
+passthrough_mount "$work/real/src" "$work/pt" --dir-fds
+pt_pids+=("$PASSTHROUGH_PID")
+passthrough_mount "$work/real/src" "$work/ptplus" --dir-fds --readdirplus
+pt_pids+=("$PASSTHROUGH_PID")
+
+declare -A dir=([native]=$work/real/src/tree [passthrough]=$work/pt/tree
+	       [ptplus]=$work/ptplus/tree [live]=$x/src/tree)
+declare -A pid=([native]= [passthrough]=${pt_pids[0]} [ptplus]=${pt_pids[1]})
+declare -A label=([native]="native" [passthrough]="plain passthrough (READDIR + LOOKUPs)"
+		  [ptplus]="plain passthrough --readdirplus" [live]="live path (ovsnapd)"
+		  [base]="live path, OVSNAP_BASE's ovsnapd")
+targets=(native passthrough ptplus live)
+if [ -n "$BASE" ]; then
+	dir[base]=$x/srcb/tree
+	targets+=(base)
+fi
+for p in $(bench_our_daemons); do
+	[ "$(cat "/proc/$p/comm")" = ovsnapd ] || continue
+	case " $(tr '\0' ' ' <"/proc/$p/cmdline") " in
+	*" $x/src "*) pid[live]=$p ;;
+	*" $x/srcb "*) pid[base]=$p ;;
+	esac
+done
+for t in live ${BASE:+base}; do
+	[ -n "${pid[$t]:-}" ] || { echo "live-walk-bench: no ovsnapd found for $t" >&2; exit 1; }
+done
+
+cpu_ms() { # PID: its user + system time so far, ms
+	[ -n "$1" ] || { echo 0; return; }
+	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) * 1000 / hz }' "/proc/$1/stat"
+}
+walk() { # DIR
+	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
+}
+
+declare -A vals cpus
+for ((r = 0; r < ROUNDS; r++)); do
+	for ((k = 0; k < ${#targets[@]}; k++)); do
+		t=${targets[(k + r) % ${#targets[@]}]}
+		for kind in cold warm; do
+			[ "$kind" = cold ] && drop_caches
+			c0=$(cpu_ms "${pid[$t]:-}")
+			v=$(walk "${dir[$t]}")
+			c1=$(cpu_ms "${pid[$t]:-}")
+			vals[$kind,$t]+="$v "
+			cpus[$kind,$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
+		done
+	done
+done
+[ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
+
+med() { # KIND,TARGET
+	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
+	printf '%s\n' ${vals[$1]} | median
+}
+cpu() { printf '%s\n' ${cpus[$1]} | median; }
+for kind in cold warm; do
+	echo "find -printf %s of $N files, $kind (ms, median of $ROUNDS; CPU: the serving process's ms)"
+	n=$(med "$kind,native") p=$(med "$kind,passthrough") pp=$(med "$kind,ptplus")
+	row "" "median" "x native" "CPU ms" "rounds"
+	for t in "${targets[@]}"; do
+		m=$(med "$kind,$t")
+		row "${label[$t]}" "$m" "$(ratio "$m" "$n")" "$(cpu "$kind,$t")" "${vals[$kind,$t]}"
+	done
+	l=$(med "$kind,live")
+	echo "live path speed / plain passthrough: $(ratio "$p" "$l")x; / passthrough --readdirplus: $(ratio "$pp" "$l")x"
+	[ -z "$BASE" ] || echo "live path speed / OVSNAP_BASE's: $(ratio "$(med "$kind,base")" "$l")x"
+	echo
+done
+
+[ "${PROFILE:-0}" = 1 ] || exit 0
+
+# ---- where the time goes: requests and system calls per file -------------
+tr=/sys/kernel/tracing
+[ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
+inst=
+if [ -d "$tr/events/fuse/fuse_request_send" ]; then
+	inst=$tr/instances/ovsnap-live-walk.$$
+	mkdir "$inst"
+	echo 16384 >"$inst/buffer_size_kb"
+	trap 'echo 0 >"$inst/events/fuse/fuse_request_send/enable" 2>/dev/null; rmdir "$inst" 2>/dev/null; lw_cleanup' EXIT
+fi
+requests() { # TARGET: FUSE requests of a cold walk per file, by opcode
+	local dev
+
+	[ -n "$inst" ] || { echo "(no fuse tracepoints)"; return; }
+	dev=$(mountpoint -d "$(dirname "${dir[$1]}")" | awk -F: '{ print $1 * 1048576 + $2 }')
+	drop_caches
+	echo >"$inst/trace"
+	echo "connection == $dev" >"$inst/events/fuse/fuse_request_send/filter"
+	echo 1 >"$inst/events/fuse/fuse_request_send/enable"
+	walk "${dir[$1]}" >/dev/null
+	echo 0 >"$inst/events/fuse/fuse_request_send/enable"
+	grep -o '(FUSE_[A-Z_0-9]*)' "$inst/trace" | tr -d '()' | sed 's/^FUSE_//' |
+		sort | uniq -c | awk -v n="$N" '{ printf "%s=%.3f ", $2, $1 / n }'
+	grep -q 'LOST' "$inst/trace" && printf '(events lost) '
+	echo
+}
+syscalls() { # TARGET: system calls of the serving process in a cold walk, per file
+	local s
+
+	command -v strace >/dev/null || { echo "(no strace)"; return; }
+	drop_caches
+	strace -c -f -q -p "${pid[$1]}" -o "$work/strace.$1" &
+	s=$!
+	sleep 1
+	walk "${dir[$1]}" >/dev/null
+	kill -INT "$s"
+	wait "$s" 2>/dev/null || true
+	# % time, seconds, usecs/call, calls, [errors,] syscall
+	awk -v n="$N" '$NF != "total" && $4 ~ /^[0-9]+$/ && NF >= 5 {
+		printf "%s=%.3f ", $NF, $4 / n }' "$work/strace.$1"
+	echo
+}
+echo "per file, one cold walk each (FUSE requests by opcode; the serving process's system calls)"
+for t in "${targets[@]}"; do
+	[ "$t" = native ] && continue
+	echo "${label[$t]}:"
+	echo "  requests: $(requests "$t")"
+	echo "  syscalls: $(syscalls "$t")"
+done
