@@ -761,6 +761,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->time_gran = 1;
 	/*
+	 * Every chunk of a listing with its entries' attributes.  With the
+	 * kernel's "auto" heuristic only the first chunk of a directory
+	 * (about 200 entries) came that way: a walker that reads the whole
+	 * listing before it stats (find, fts, du) made the kernel ask the
+	 * rest with plain READDIR and then LOOKUP each name, a round trip
+	 * per entry (0.8 per file in bench/live-walk-bench.sh).  Plain
+	 * listings (ls without -l) pay for attributes they do not use, as
+	 * the views do (view-ops.c).
+	 */
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	}
+	/*
 	 * FUSE passthrough of file data (issue 12) stays off on the live
 	 * path: no answer to OPEN keeps both the errors of the real
 	 * filesystem and rules 1, 10 and 12.  Checked on 6.18 with
