@@ -4,7 +4,9 @@
 # kernel's "auto" choice), so a walk that reads a whole directory before
 # it stats costs no LOOKUP per entry; and the kernel keeps a listing
 # across opens (cache_readdir), so a second walk asks for none, while
-# every change of a name through the mount shows in the next listing.
+# every change of a name through the mount shows in the next listing;
+# and listed again after a change, objects the daemon holds an fd of are
+# only stat'ed, not opened again.
 # The requests are counted in the kernel (the fuse:fuse_request_send
 # tracepoint, Linux 6.16+, in a tracefs instance of the test's own).
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
@@ -23,6 +25,8 @@ setUp() {
 		(cd "$SRC/$b" && touch $(seq -f 'f%g' 1 2000))
 	done
 	for n in a b c; do echo "$n" >"$SRC/d/$n"; done
+	mkdir "$SRC/mid"
+	(cd "$SRC/mid" && touch $(seq -f 'f%g' 1 100))
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
 }
@@ -143,6 +147,43 @@ if libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) != 
 	mv "$SRC/e" "$SRC/d/e"
 	assertEquals "after a folder moved in" "b2 e fifo l new s " "$(list "$SRC/d")"
 	assertEquals "the moved folder" "c " "$(list "$SRC/d/e")"
+}
+
+# A folder listed again after a change of it (the kernel dropped its
+# listing): the daemon holds fds of its objects (fewer than its fd
+# cache's bound), so it stats each name, and neither opens it nor asks
+# its handle again (before: an openat, a name_to_handle_at and a close
+# each); what changed shows.
+test_a_listing_again_stats_known_objects_only() {
+	local pid tracer trace=$OVS_TMP/relist.strace ino2
+
+	ovs_require_cmd strace || return
+	pid=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
+	assertNotNull "the daemon of $SRC" "$pid" || return
+	ls -l "$SRC/mid" >/dev/null
+	ino2=$(stat -c %i "$SRC/mid/f2")
+	echo x >"$SRC/mid/f1"
+	mv "$SRC/mid/f2" "$SRC/mid/f3"
+	touch "$SRC/mid/new"
+	strace -f -qq -o "$trace" -p "$pid" &
+	tracer=$!
+	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	assertTrue "strace attached to every thread of the daemon" $?
+	ovs_run ls -l --time-style=+ "$SRC/mid"
+	kill "$tracer"
+	wait "$tracer" 2>/dev/null
+	assertEquals "ls -l: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "names listed" 100 "$(echo "$OVS_OUT" | grep -c ' [fn][0-9ew]*$')"
+	assertEquals "the size written through the mount" 2 \
+		"$(echo "$OVS_OUT" | awk '$NF == "f1" { print $5 }')"
+	assertEquals "f2 moved over f3" "$ino2" "$(stat -c %i "$SRC/mid/f3")"
+	assertEquals "f2 gone" "" "$(echo "$OVS_OUT" | awk '$NF == "f2"')"
+	assertTrue "the listing went to the daemon (trace: $(head -c 2000 "$trace"))" \
+		"grep -q 'getdents64(' '$trace'"
+	assertTrue "at most 3 opens of names for 100 known objects, not $(grep -c 'O_PATH' "$trace")" \
+		"[ $(grep -c 'O_PATH' "$trace") -le 3 ]"
+	assertTrue "at most 3 handles asked for 100 known objects, not $(grep -c 'name_to_handle_at(' "$trace")" \
+		"[ $(grep -c 'name_to_handle_at(' "$trace") -le 3 ]"
 }
 
 . "$SHUNIT2"
