@@ -2,20 +2,23 @@
 # Live-path walk benchmark (issue 13 item 1, issue 12): `find -printf '%s'`
 # (readdir and a stat of every entry) of an N-file tree (default 100,000)
 # on a loop XFS, through
-#   nothing (native: the real directory, under the snapshot mount),
+#   nothing (native),
 #   the plain libfuse passthrough (bench/fuse-passthrough, --dir-fds) of
-#     that same real directory, as most FUSE servers answer (READDIR, then
+#     the same native tree, as most FUSE servers answer (READDIR, then
 #     a LOOKUP per entry) and with --readdirplus (each entry's attributes
 #     with the listing, as ovsnapd answers): the floor FUSE itself sets,
-#   ovsnapd's live path (the snapshot mount over SRC, the tree unchanged
-#     since the take),
+#   ovsnapd's live path (the snapshot mount over SRC, a copy of the tree
+#     on the same image, unchanged since the take),
 #   and, with OVSNAP_BASE=path/to/an/older/ovsnap, the live path of that
 #     build's ovsnapd over a second copy of the tree on the same image: the
 #     baseline of the same run,
 # cold (drop_caches before each walk) and warm (the same walk again at
-# once), the targets taking turns over ROUNDS (default 5) rounds, the order
-# rotating each round; medians reported, with the CPU time the serving
-# process spent (user + system, all its threads) per walk.
+# once), and a walk of one folder of 1,000 files after a create in it
+# (the kernel drops its listing: all of it is asked again, the objects
+# known and, walked just before, within ovsnapd's fd cache; not ls -l,
+# whose GETXATTR per file would dominate), the targets taking turns over ROUNDS (default 5) rounds, the
+# order rotating each round; medians reported, with the CPU time the
+# serving process spent (user + system, all its threads) per walk.
 #
 # PROFILE=1 adds, after the timed rounds, one cold walk per target traced
 # for where the time goes: the FUSE requests it cost per file (the
@@ -59,8 +62,11 @@ echo
 
 mkimg xfs "$(( (N / 100000 + 1) * 3 ))G"
 x=$work/xfs
-mkdir -p "$x/src" "$work/real" "$work/pt" "$work/ptplus"
+# Native and the passthroughs walk a tree of their own: the relists
+# create files, which must not reach a volume's SRC behind its mount.
+mkdir -p "$x/src" "$x/plain" "$work/pt" "$work/ptplus"
 mktree "$x/src/tree" "$N"
+mktree "$x/plain/tree" "$N"
 if [ -n "$BASE" ]; then
 	mkdir -p "$x/srcb"
 	mktree "$x/srcb/tree" "$N"
@@ -68,16 +74,12 @@ fi
 sync
 "$OVSNAP" take "$x/src" >/dev/null
 [ -z "$BASE" ] || "$BASE" take "$x/srcb" >/dev/null
-# The real directory below the snapshot mounts: a bind of the XFS mount
-# without its submounts (not --rbind).
-mount --bind "$x" "$work/real"
-
-passthrough_mount "$work/real/src" "$work/pt" --dir-fds
+passthrough_mount "$x/plain" "$work/pt" --dir-fds
 pt_pids+=("$PASSTHROUGH_PID")
-passthrough_mount "$work/real/src" "$work/ptplus" --dir-fds --readdirplus
+passthrough_mount "$x/plain" "$work/ptplus" --dir-fds --readdirplus
 pt_pids+=("$PASSTHROUGH_PID")
 
-declare -A dir=([native]=$work/real/src/tree [passthrough]=$work/pt/tree
+declare -A dir=([native]=$x/plain/tree [passthrough]=$work/pt/tree
 	       [ptplus]=$work/ptplus/tree [live]=$x/src/tree)
 declare -A pid=([native]= [passthrough]=${pt_pids[0]} [ptplus]=${pt_pids[1]})
 declare -A label=([native]="native" [passthrough]="plain passthrough (READDIR + LOOKUPs)"
@@ -106,15 +108,25 @@ cpu_ms() { # PID: its user + system time so far, ms
 walk() { # DIR
 	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
 }
+relist() { # DIR ROUND: a create in DIR/d0 and a walk of it, twice, the second timed
+	touch "$1/d0/relist.$2"
+	find "$1/d0" -printf '%s\n' >/dev/null 2>>"$work/walk.err"
+	touch "$1/d0/relist.$2.again"
+	time_ms find "$1/d0" -printf '%s\n' 2>>"$work/walk.err"
+}
 
 declare -A vals cpus
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
-		for kind in cold warm; do
+		for kind in cold warm relist; do
 			[ "$kind" = cold ] && drop_caches
 			c0=$(cpu_ms "${pid[$t]:-}")
-			v=$(walk "${dir[$t]}")
+			if [ "$kind" = relist ]; then
+				v=$(relist "${dir[$t]}" "$r")
+			else
+				v=$(walk "${dir[$t]}")
+			fi
 			c1=$(cpu_ms "${pid[$t]:-}")
 			vals[$kind,$t]+="$v "
 			cpus[$kind,$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
@@ -128,8 +140,11 @@ med() { # KIND,TARGET
 	printf '%s\n' ${vals[$1]} | median
 }
 cpu() { printf '%s\n' ${cpus[$1]} | median; }
-for kind in cold warm; do
-	echo "find -printf %s of $N files, $kind (ms, median of $ROUNDS; CPU: the serving process's ms)"
+for kind in cold warm relist; do
+	case $kind in
+	relist) echo "find -printf %s of a folder of 1000 files after a create in it (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
+	*) echo "find -printf %s of $N files, $kind (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
+	esac
 	n=$(med "$kind,native") p=$(med "$kind,passthrough") pp=$(med "$kind,ptplus")
 	row "" "median" "x native" "CPU ms" "rounds"
 	for t in "${targets[@]}"; do
