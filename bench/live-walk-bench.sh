@@ -43,16 +43,9 @@ FUSE_PASSTHROUGH=${FUSE_PASSTHROUGH:-$(dirname "$FILEOPS")/fuse-passthrough}
 # each build finds its own ovsnapd next to it
 unset OVSNAPD
 
+# The passthroughs end when bench_cleanup unmounts them.
 bench_setup live-walk
 pt_pids=()
-lw_cleanup() {
-	local p
-
-	bench_cleanup
-	for p in "${pt_pids[@]}"; do kill "$p" 2>/dev/null; done
-	return 0
-}
-trap lw_cleanup EXIT
 
 bench_header "ovsnap live-path walk benchmark"
 echo "tree: $N empty files in folders of 1000; rounds: $ROUNDS, targets in turn (order rotating), medians"
@@ -101,10 +94,6 @@ for t in live ${BASE:+base}; do
 	[ -n "${pid[$t]:-}" ] || { echo "live-walk-bench: no ovsnapd found for $t" >&2; exit 1; }
 done
 
-cpu_ms() { # PID: its user + system time so far, ms
-	[ -n "$1" ] || { echo 0; return; }
-	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) * 1000 / hz }' "/proc/$1/stat"
-}
 walk() { # DIR
 	time_ms find "$1" -printf '%s\n' 2>>"$work/walk.err"
 }
@@ -121,39 +110,30 @@ for ((r = 0; r < ROUNDS; r++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
 		for kind in cold warm relist; do
 			[ "$kind" = cold ] && drop_caches
-			c0=$(cpu_ms "${pid[$t]:-}")
 			if [ "$kind" = relist ]; then
-				v=$(relist "${dir[$t]}" "$r")
+				round_measure "$kind,$t" "${pid[$t]:-}" relist "${dir[$t]}" "$r"
 			else
-				v=$(walk "${dir[$t]}")
+				round_measure "$kind,$t" "${pid[$t]:-}" walk "${dir[$t]}"
 			fi
-			c1=$(cpu_ms "${pid[$t]:-}")
-			vals[$kind,$t]+="$v "
-			cpus[$kind,$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
 		done
 	done
 done
 [ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
 
-med() { # KIND,TARGET
-	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
-	printf '%s\n' ${vals[$1]} | median
-}
-cpu() { printf '%s\n' ${cpus[$1]} | median; }
 for kind in cold warm relist; do
 	case $kind in
 	relist) echo "find -printf %s of a folder of 1000 files after a create in it (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
 	*) echo "find -printf %s of $N files, $kind (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
 	esac
-	n=$(med "$kind,native") p=$(med "$kind,passthrough") pp=$(med "$kind,ptplus")
+	n=$(round_median "$kind,native") p=$(round_median "$kind,passthrough") pp=$(round_median "$kind,ptplus")
 	row "" "median" "x native" "CPU ms" "rounds"
 	for t in "${targets[@]}"; do
-		m=$(med "$kind,$t")
-		row "${label[$t]}" "$m" "$(ratio "$m" "$n")" "$(cpu "$kind,$t")" "${vals[$kind,$t]}"
+		m=$(round_median "$kind,$t")
+		row "${label[$t]}" "$m" "$(ratio "$m" "$n")" "$(round_cpu "$kind,$t")" "${vals[$kind,$t]}"
 	done
-	l=$(med "$kind,live")
+	l=$(round_median "$kind,live")
 	echo "live path speed / plain passthrough: $(ratio "$p" "$l")x; / passthrough --readdirplus: $(ratio "$pp" "$l")x"
-	[ -z "$BASE" ] || echo "live path speed / OVSNAP_BASE's: $(ratio "$(med "$kind,base")" "$l")x"
+	[ -z "$BASE" ] || echo "live path speed / OVSNAP_BASE's: $(ratio "$(round_median "$kind,base")" "$l")x"
 	echo
 done
 
@@ -167,7 +147,7 @@ if [ -d "$tr/events/fuse/fuse_request_send" ]; then
 	inst=$tr/instances/ovsnap-live-walk.$$
 	mkdir "$inst"
 	echo 16384 >"$inst/buffer_size_kb"
-	trap 'echo 0 >"$inst/events/fuse/fuse_request_send/enable" 2>/dev/null; rmdir "$inst" 2>/dev/null; lw_cleanup' EXIT
+	trap 'echo 0 >"$inst/events/fuse/fuse_request_send/enable" 2>/dev/null; rmdir "$inst" 2>/dev/null; bench_cleanup' EXIT
 fi
 requests() { # TARGET: FUSE requests of a cold walk per file, by opcode
 	local dev
