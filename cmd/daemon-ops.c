@@ -1885,19 +1885,6 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	h->fd = dirfd(dp);
 	h->dir = dp;
 	fi->fh = (uintptr_t)h;
-	/*
-	 * The kernel may keep the listing across opens and answer the next
-	 * full read of it without asking: a second walk costs OPENDIR and
-	 * RELEASEDIR per directory, no READDIRPLUS.  It drops the listing
-	 * when the directory changes through this mount (its version moves
-	 * on every create, link, unlink and rename the kernel sends) or its
-	 * mtime does.  Only this mount changes SRC's names (restore's
-	 * clone-into changes data, and tells the kernel); a change that
-	 * bypasses it leaves the listing stale until the kernel drops it,
-	 * as it leaves names and attributes (CACHE_TIMEOUT).
-	 */
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		node_open_count(n, false, -1);
 		closedir(dp);
