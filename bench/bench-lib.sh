@@ -5,7 +5,7 @@
 # mkimg TYPE SIZE      loop image of TYPE (xfs with reflink, xfs-noreflink,
 #                      ext4, btrfs)
 #                      mounted at $work/TYPE
-# now/ms/ratio/median/row, drop_caches, fileops_ms OP DIR [N [SIZE]]
+# now/ms/ratio/median/row, drop_caches, fileops_ms OP DIR [N [SIZE]], cpu_ms PID
 #
 # Every figure is quoted against a baseline of the same run: these machines
 # are shared and noisy, absolute times mean little.
@@ -124,6 +124,34 @@ passthrough_mount() {
 	echo "bench: the passthrough did not mount at $mnt" >&2
 	exit 1
 }
+
+# cpu_ms PID: the user + system time of process PID so far, all its
+# threads, in ms (0 without a PID: native targets)
+cpu_ms() {
+	[ -n "$1" ] || { echo 0; return; }
+	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) * 1000 / hz }' "/proc/$1/stat"
+}
+
+# Rounds in which targets take turns (view-walk, live-walk): vals[KEY]
+# holds each round's ms, cpus[KEY] the serving process's CPU ms (the
+# caller declares both: declare -A vals cpus).
+# round_measure KEY PID CMD...: run CMD, which prints ms, and add a round
+round_measure() {
+	local key=$1 p=$2 c0 v c1
+
+	shift 2
+	c0=$(cpu_ms "$p")
+	v=$("$@")
+	c1=$(cpu_ms "$p")
+	vals[$key]+="$v "
+	cpus[$key]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
+}
+# round_median KEY, round_cpu KEY: the medians (FAIL if a round failed)
+round_median() {
+	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
+	printf '%s\n' ${vals[$1]} | median
+}
+round_cpu() { printf '%s\n' ${cpus[$1]} | median; }
 
 now() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }

@@ -97,45 +97,32 @@ declare -A pid=([native]= [passthrough]=${pt_pids[0]} [ptplus]=${pt_pids[1]})
 for p in $(bench_our_daemons); do
 	[ "$(cat "/proc/$p/comm")" = ovsnap-viewd ] && pid[view]=$p
 done
-cpu_ms() { # PID: its user + system time so far, ms
-	[ -n "$1" ] || { echo 0; return; }
-	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) * 1000 / hz }' "/proc/$1/stat"
-}
 declare -A vals cpus
 targets=(native passthrough ptplus view)
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
 		for kind in "${kinds[@]}"; do
-			c0=$(cpu_ms "${pid[$t]}")
-			v=$($kind "${dir[$t]}")
-			c1=$(cpu_ms "${pid[$t]}")
-			vals[$kind,$t]+="$v "
-			cpus[$kind,$t]+="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') "
+			round_measure "$kind,$t" "${pid[$t]}" "$kind" "${dir[$t]}"
 		done
 	done
 done
 [ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
 
-med() { # KIND,TARGET
-	case " ${vals[$1]}" in *" FAIL "*) echo FAIL; return ;; esac
-	printf '%s\n' ${vals[$1]} | median
-}
-cpu() { printf '%s\n' ${cpus[$1]} | median; }
 for kind in "${kinds[@]}"; do
 	case $kind in
 	walk) echo "find -printf %s of $N files (ms, median of $ROUNDS)" ;;
 	bynames) echo "lstat of $N files by name, no listing (ms, median of $ROUNDS)" ;;
 	esac
-	n=$(med "$kind,native") p=$(med "$kind,passthrough") pp=$(med "$kind,ptplus")
-	v=$(med "$kind,view")
+	n=$(round_median "$kind,native") p=$(round_median "$kind,passthrough") pp=$(round_median "$kind,ptplus")
+	v=$(round_median "$kind,view")
 	row "" "median" "x native" "speed" "rounds"
 	row "native" "$n" "1.00" "1.00" "${vals[$kind,native]}"
 	row "plain passthrough" "$p" "$(ratio "$p" "$n")" "$(ratio "$n" "$p")" "${vals[$kind,passthrough]}"
 	row "plain passthrough --readdirplus" "$pp" "$(ratio "$pp" "$n")" "$(ratio "$n" "$pp")" "${vals[$kind,ptplus]}"
 	row "view (ovsnap-viewd), tree in SRC" "$v" "$(ratio "$v" "$n")" "$(ratio "$n" "$v")" "${vals[$kind,view]}"
-	echo "CPU time of the serving process (ms, median): plain passthrough $(cpu "$kind,passthrough"),"
-	echo "  --readdirplus $(cpu "$kind,ptplus"), ovsnap-viewd $(cpu "$kind,view")"
+	echo "CPU time of the serving process (ms, median): plain passthrough $(round_cpu "$kind,passthrough"),"
+	echo "  --readdirplus $(round_cpu "$kind,ptplus"), ovsnap-viewd $(round_cpu "$kind,view")"
 	echo "view speed / plain passthrough speed: $(ratio "$p" "$v")x (target >= 0.9)"
 	echo "view speed / passthrough --readdirplus speed: $(ratio "$pp" "$v")x"
 	echo

@@ -361,6 +361,16 @@ void node_fd_put_fd(int fd)
 	say_misuse();
 }
 
+bool fdcache_holds(struct dnode *n)
+{
+	bool holds;
+
+	pthread_mutex_lock(&C.lock);
+	holds = n->pinned_fd >= 0 || n->fd_slot >= 0;
+	pthread_mutex_unlock(&C.lock);
+	return holds;
+}
+
 void fdcache_offer(struct dnode *n, int fd)
 {
 	struct victims v = { .n = 0 };

@@ -321,6 +321,25 @@ static void node_stale_locked(struct dnode *n)
 	set_name_locked(n, NULL, NULL);
 }
 
+/* Node n was found again by a lookup of parent/name: one more kernel
+ * reference, and the name if n had lost its last one.  Caller holds
+ * nodes_lock; 0 or an errno (EAGAIN: look up again). */
+static int node_found_locked(struct dnode *n, const struct stat *st, struct dnode *parent,
+			     const char *name, uint64_t seq)
+{
+	int err;
+
+	/* Any current name will do for a hard-linked file; only a node
+	 * that lost its last known name takes this one. */
+	if (!n->name && st->st_nlink > 0) {
+		if (seq != D.ns_seq && (err = name_still_valid(st, parent, name)))
+			return err;
+		set_name_locked(n, parent, name);
+	}
+	n->nlookup++;
+	return 0;
+}
+
 struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq)
 {
@@ -336,20 +355,15 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		n = NULL;
 	}
 	if (n) {
-		/* Any current name will do for a hard-linked file; only a
-		 * node that lost its last known name takes this one. */
-		if (!n->name && st->st_nlink > 0) {
-			if (seq != D.ns_seq && (err = name_still_valid(st, parent, name))) {
-				pthread_mutex_unlock(&D.nodes_lock);
-				close(fd);
-				errno = err;
-				return NULL;
-			}
-			set_name_locked(n, parent, name);
-		}
-		fdcache_offer(n, fd);
-		n->nlookup++;
+		err = node_found_locked(n, st, parent, name, seq);
+		if (!err)
+			fdcache_offer(n, fd);
 		pthread_mutex_unlock(&D.nodes_lock);
+		if (err) {
+			close(fd);
+			errno = err;
+			return NULL;
+		}
 		return n;
 	}
 	if (seq != D.ns_seq && (err = name_still_valid(st, parent, name))) {
@@ -380,6 +394,46 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		hash_grow();
 	pthread_mutex_unlock(&D.nodes_lock);
 	return n;
+}
+
+/*
+ * A lookup of a name whose object the daemon holds an fd of needs no fd
+ * of its own, nor its handle: an inode with an open fd is never freed,
+ * so while the fd is open no other object can carry its number.  st was
+ * taken before the fd was seen here: that fd was either open then
+ * already, or opened since from the node's handle, which succeeds only
+ * while the object the node was made for still lives, as it did before
+ * st was taken; either way the object st describes is the node's.
+ * (Without an fd the number may have been freed and reused: the caller
+ * opens the name and compares handles, node_get.)
+ */
+struct dnode *node_get_held(const struct stat *st, struct dnode *parent, const char *name,
+			    uint64_t seq)
+{
+	struct dnode *n;
+	int err = 0;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(st->st_dev, st->st_ino);
+	if (n && fdcache_holds(n))
+		err = node_found_locked(n, st, parent, name, seq);
+	else
+		n = NULL;
+	pthread_mutex_unlock(&D.nodes_lock);
+	errno = err;
+	return n;
+}
+
+bool node_holds_ino(ino_t ino)
+{
+	struct dnode *n;
+	bool holds;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(D.src_dev, ino);
+	holds = n && fdcache_holds(n);
+	pthread_mutex_unlock(&D.nodes_lock);
+	return holds;
 }
 
 uint64_t nodes_seq(void)

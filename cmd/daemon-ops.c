@@ -648,7 +648,16 @@ static void note_fd_limit(int err)
 		     (unsigned long long)rl.rlim_cur);
 }
 
-static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e)
+/*
+ * held_ino: the inode number a listing gave the name, when the daemon
+ * holds an fd of that object (node_holds_ino): then a stat of the name
+ * may be all it takes (node_get_held), one system call where opening the
+ * name, its stat, its handle and the close of an fd the cache evicts for
+ * it take four.  A walk of a tree the kernel forgot, or listed again after
+ * a change of the directory, finds most of its objects so.
+ */
+static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e,
+		     ino_t held_ino)
 {
 	struct dnode *n;
 	int fd;
@@ -662,6 +671,25 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 
 		if (pfd < 0)
 			return -pfd;
+		if (held_ino) {
+			int err = 0;
+
+			held_ino = 0;	/* once: a race falls back to the open */
+			if (fstatat(pfd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
+				err = errno;
+			else if (e->attr.st_dev != D.src_dev)
+				n = NULL;	/* the open below answers EXDEV */
+			else if (!(n = node_get_held(&e->attr, parent, name, seq)))
+				err = errno;
+			if (err || n) {
+				node_fd_put(parent);
+				if (n)
+					break;
+				if (err == EAGAIN)
+					continue;
+				return err;
+			}
+		}
 		fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		node_fd_put(parent);
 		if (fd < 0) {
@@ -697,7 +725,7 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
  * preserve_name put there. */
 static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_param *e)
 {
-	int err = do_lookup(parent, name, e);
+	int err = do_lookup(parent, name, e, 0);
 
 	if (!err)
 		__atomic_store_n(&node_of(e->ino)->covered_epoch, D.epoch, __ATOMIC_RELEASE);
@@ -761,6 +789,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->time_gran = 1;
 	/*
+	 * Every chunk of a listing with its entries' attributes.  With the
+	 * kernel's "auto" heuristic only the first chunk of a directory
+	 * (about 200 entries) came that way: a walker that reads the whole
+	 * listing before it stats (find, fts, du) made the kernel ask the
+	 * rest with plain READDIR and then LOOKUP each name, a round trip
+	 * per entry (0.8 per file in bench/live-walk-bench.sh).  Plain
+	 * listings (ls without -l) pay for attributes they do not use, as
+	 * the views do (view-ops.c).
+	 */
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	}
+	/*
 	 * FUSE passthrough of file data (issue 12) stays off on the live
 	 * path: no answer to OPEN keeps both the errors of the real
 	 * filesystem and rules 1, 10 and 12.  Checked on 6.18 with
@@ -799,7 +841,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int err = do_lookup(node_of(parent), name, &e);
+	int err = do_lookup(node_of(parent), name, &e, 0);
 
 	if (err == ENOENT) {
 		/* A negative entry the kernel may cache: the name can only
@@ -1889,7 +1931,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		if (plus) {
 			memset(&e, 0, sizeof(e));
-			if (is_dot(de->d_name) || do_lookup(dir, de->d_name, &e) != 0) {
+			if (is_dot(de->d_name) ||
+			    do_lookup(dir, de->d_name, &e,
+				      node_holds_ino(de->d_ino) ? de->d_ino : 0) != 0) {
 				/* No entry for the kernel to cache: the name only. */
 				memset(&e, 0, sizeof(e));
 				e.attr.st_ino = de->d_ino;

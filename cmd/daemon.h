@@ -169,6 +169,16 @@ fuse_ino_t node_ino(struct dnode *n);
  * the object was opened.  NULL with errno (EAGAIN: look up again). */
 struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq);
+/*
+ * Without opening anything: the node of the object st describes (stat'ed
+ * by parent/name before the call) if the daemon knows it and holds an fd
+ * of it, with one more kernel reference; NULL otherwise, with errno 0
+ * (not held: open the name) or an errno (EAGAIN: look up again).
+ * node_holds_ino() says beforehand whether it may be worth a try.
+ */
+struct dnode *node_get_held(const struct stat *st, struct dnode *parent, const char *name,
+			    uint64_t seq);
+bool node_holds_ino(ino_t ino);
 uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
 /*
@@ -255,6 +265,8 @@ void fdcache_offer(struct dnode *n, int fd);
 void fdcache_pin(struct dnode *n);
 /* n is being freed: close its fd. */
 void fdcache_forget(struct dnode *n);
+/* Whether an fd of n is open now, cached or pinned. */
+bool fdcache_holds(struct dnode *n);
 /* node_fd_put() by the fd number node_fd_get() returned (pinned: no-op). */
 void node_fd_put_fd(int fd);
 

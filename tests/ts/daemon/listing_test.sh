@@ -1,0 +1,128 @@
+#!/bin/bash
+# Listings through the live path (issue 13 item 1): every chunk of a
+# listing comes with its entries' attributes (READDIRPLUS, not the
+# kernel's "auto" choice), so a walk that reads a whole directory before
+# it stats costs no LOOKUP per entry; and listed again after a change,
+# objects the daemon holds an fd of are only stat'ed, not opened again.
+# The requests are counted in the kernel (the fuse:fuse_request_send
+# tracepoint, Linux 6.16+, in a tracefs instance of the test's own).
+. "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
+ovs_require_root
+
+TRACEFS=/sys/kernel/tracing
+INST=
+
+setUp() {
+	ovs_mkfs xfs || return 1
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/big1" "$SRC/big2" "$SRC/big3" "$SRC/d" "$SRC/e"
+	# 2,000 names: ten chunks or so of READDIRPLUS, the first one of
+	# which the "auto" heuristic already answered with attributes
+	for b in big1 big2 big3; do
+		(cd "$SRC/$b" && touch $(seq -f 'f%g' 1 2000))
+	done
+	for n in a b c; do echo "$n" >"$SRC/d/$n"; done
+	mkdir "$SRC/mid"
+	(cd "$SRC/mid" && touch $(seq -f 'f%g' 1 100))
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+tearDown() {
+	trace_stop
+	ovs_teardown
+}
+
+# trace_start: count the requests of the snapshot mount from now on
+trace_start() {
+	local dev
+
+	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" 2>/dev/null
+	if [ ! -d "$TRACEFS/events/fuse/fuse_request_send" ]; then
+		ovs_skip_test "no fuse tracepoints (Linux 6.16+, tracefs)"
+		return 1
+	fi
+	if [ -z "$INST" ]; then
+		INST=$TRACEFS/instances/ovsnap-listing.$$
+		mkdir "$INST" || { fail "tracefs instance $INST"; INST=; return 1; }
+		echo 4096 >"$INST/buffer_size_kb"
+	fi
+	dev=$(mountpoint -d "$SRC" | awk -F: '{ print $1 * 1048576 + $2 }')
+	echo 0 >"$INST/events/fuse/fuse_request_send/enable"
+	echo >"$INST/trace"
+	echo "connection == $dev" >"$INST/events/fuse/fuse_request_send/filter"
+	echo 1 >"$INST/events/fuse/fuse_request_send/enable"
+}
+
+# requests OPCODE: how many since trace_start
+requests() {
+	echo 0 >"$INST/events/fuse/fuse_request_send/enable"
+	grep -c "(FUSE_$1)" "$INST/trace"
+}
+
+trace_stop() {
+	[ -n "$INST" ] || return 0
+	echo 0 >"$INST/events/fuse/fuse_request_send/enable" 2>/dev/null
+	rmdir "$INST" 2>/dev/null
+	INST=
+}
+
+# Other tests and benchmarks on the machine drop the kernel's caches
+# (drop_caches), and with them the entries and listings counted on: a
+# count is taken again, up to three times, until it is what the test
+# wants; a regression misses every time.
+
+test_a_walk_costs_no_lookup_per_entry() {
+	local b sizes n seen=
+
+	for b in big1 big2 big3; do
+		stat "$SRC/$b" >/dev/null
+		trace_start || return
+		# the daemon has not listed it: the kernel knows none of its names
+		sizes=$(find "$SRC/$b" -type f -printf '%s\n' | sort | uniq -c | awk '{ print $1, $2 }')
+		assertEquals "find saw every file of $b, all empty" "2000 0" "$sizes"
+		n=$(requests LOOKUP)
+		seen="$seen $n"
+		[ "$n" = 0 ] && break
+	done
+	assertEquals "LOOKUPs of walks of 2,000 names (before: about 1,800):$seen" 0 "$n"
+}
+
+# A folder listed again after a change of it (the kernel dropped its
+# listing): the daemon holds fds of its objects (fewer than its fd
+# cache's bound), so it stats each name, and neither opens it nor asks
+# its handle again (before: an openat, a name_to_handle_at and a close
+# each); what changed shows.
+test_a_listing_again_stats_known_objects_only() {
+	local pid tracer trace=$OVS_TMP/relist.strace ino2
+
+	ovs_require_cmd strace || return
+	pid=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
+	assertNotNull "the daemon of $SRC" "$pid" || return
+	ls -l "$SRC/mid" >/dev/null
+	ino2=$(stat -c %i "$SRC/mid/f2")
+	echo x >"$SRC/mid/f1"
+	mv "$SRC/mid/f2" "$SRC/mid/f3"
+	touch "$SRC/mid/new"
+	strace -f -qq -o "$trace" -p "$pid" &
+	tracer=$!
+	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	assertTrue "strace attached to every thread of the daemon" $?
+	ovs_run ls -l --time-style=+ "$SRC/mid"
+	kill "$tracer"
+	wait "$tracer" 2>/dev/null
+	assertEquals "ls -l: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "names listed" 100 "$(echo "$OVS_OUT" | grep -c ' [fn][0-9ew]*$')"
+	assertEquals "the size written through the mount" 2 \
+		"$(echo "$OVS_OUT" | awk '$NF == "f1" { print $5 }')"
+	assertEquals "f2 moved over f3" "$ino2" "$(stat -c %i "$SRC/mid/f3")"
+	assertEquals "f2 gone" "" "$(echo "$OVS_OUT" | awk '$NF == "f2"')"
+	assertTrue "the listing went to the daemon (trace: $(head -c 2000 "$trace"))" \
+		"grep -q 'getdents64(' '$trace'"
+	assertTrue "at most 3 opens of names for 100 known objects, not $(grep -c 'O_PATH' "$trace")" \
+		"[ $(grep -c 'O_PATH' "$trace") -le 3 ]"
+	assertTrue "at most 3 handles asked for 100 known objects, not $(grep -c 'name_to_handle_at(' "$trace")" \
+		"[ $(grep -c 'name_to_handle_at(' "$trace") -le 3 ]"
+}
+
+. "$SHUNIT2"
