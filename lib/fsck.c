@@ -904,9 +904,12 @@ static void check_layers_content(struct fsck *ck)
  * the runs and what the table holds are merged by inode (an inode's links
  * are those its first name showed, its names met the sum), and the
  * inodes still short of names, in inode order, are recounted by the
- * second walk a table's worth at a time.  So fsck holds the table, one
- * 4 KiB buffer per run and the paths of a table's worth of findings,
- * however many links SRC holds.  Should the file fail (full, no memory
+ * second walk a table's worth at a time.  Past OVS_RUNS_FAN_IN runs (some
+ * 10^7 linked inodes), runs are first merged in groups into longer ones
+ * (ovs_runs_reduce()), so the merge reads at most a fan-in's worth at
+ * once.  So fsck holds the table, a 4 KiB buffer per run up to the
+ * fan-in and the paths of a table's worth of findings, however many
+ * links SRC holds.  Should the file fail (full, no memory
  * for a memfd), the table grows in memory as it did before.
  */
 #define LINK_TABLE_MAX_BYTES	(4u << 20)
@@ -1446,19 +1449,43 @@ static void run_take(struct run_reader *r)
 		ovs_run_skip(&r->file, sizeof(struct link_count));
 }
 
+static size_t link_rec_size(const void *head, void *arg)
+{
+	(void)head;
+	(void)arg;
+	return sizeof(struct link_count);
+}
+
+static int link_rec_cmp(const void *a, const void *b, void *arg)
+{
+	(void)arg;
+	return cmp_link_ino(a, b);
+}
+
+static const struct ovs_runs_order link_order = {
+	.head = sizeof(struct link_count), .size = link_rec_size, .cmp = link_rec_cmp,
+};
+
 /*
  * Merge the runs and the table (sorted) by inode into the inodes short of
  * names, written after the runs as the last one: *left of them.  An inode's
  * links are those of its earliest run (its first name met), its names met
- * the sum over all.
+ * the sum over all.  Past a fan-in of runs, groups of them are merged
+ * first (equal inodes keep the order of their runs, so a run may then
+ * hold an inode more than once, its earliest count first); should that
+ * fail, all are read at once, in more memory.
  */
 static int link_merge_runs(struct link_table *t, size_t *left)
 {
-	size_t k = t->spill.n + 1, nout = 0;
-	struct run_reader *r = calloc(k, sizeof(*r));
+	size_t k, nout = 0;
+	struct run_reader *r;
 	struct link_count out[LINK_RUN_BUF];
 	int rc = 0;
 
+	if (t->spill.n > ovs_runs_fan_in())
+		(void)ovs_runs_reduce(&t->spill, ovs_runs_fan_in(), &link_order);
+	k = t->spill.n + 1;
+	r = calloc(k, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	link_sort(t);
@@ -1482,13 +1509,14 @@ static int link_merge_runs(struct link_table *t, size_t *left)
 			break;
 		sum = (struct link_count){ min->ino, 0, 0 };
 		for (size_t i = 0; i < k; i++) {
-			c = run_peek(&r[i], &rc);
-			if (!c || c->ino != sum.ino)
-				continue;
-			if (!sum.nlink)
-				sum.nlink = c->nlink;
-			sum.met += c->met;
-			run_take(&r[i]);
+			while ((c = run_peek(&r[i], &rc)) && c->ino == sum.ino) {
+				if (!sum.nlink)
+					sum.nlink = c->nlink;
+				sum.met += c->met;
+				run_take(&r[i]);
+			}
+			if (rc < 0)
+				goto out;
 		}
 		if (sum.met >= sum.nlink)
 			continue;

@@ -15,7 +15,9 @@
 #   - the findings are byte for byte those of the run that did not spill,
 #     also when the inodes short of names are recounted in several rounds;
 #   - 40,000 linked names add less than 384 KiB to the peak RSS (a table
-#     grown to hold them, as without the budget, adds 0.9 MiB).
+#     grown to hold them, as without the budget, adds 0.9 MiB);
+#   - hundreds of runs are merged a fan-in's worth at a time, in less
+#     than 1 MiB more, and merged 2 at a time give the same findings.
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
 ovs_require_root
 ovs_require_fs xfs
@@ -142,11 +144,23 @@ test_link_counts_spilled_and_merged() {
 		"[ $((rss - base)) -lt 384 ]"
 
 	# a table of 64 inodes: hundreds of runs, the 100 short of names
-	# recounted 48 at a time
+	# recounted 48 at a time; the runs are merged 64 at a time first,
+	# so the merge reads through at most 64 buffers (a reader for each
+	# of the runs added about 3 MiB)
 	fsck_rss_budget 1024
+	rss=$RSS
 	assertEquals "fsck -n exit, tiny table: $(cat "$OVS_TMP/fsck.err")" \
 		$FSCK_UNCORRECTED "$FSCK_RC"
 	assertEquals "fsck -n findings, tiny table, as in memory" \
+		"$(cat "$OVS_TMP/unspilled.out")" "$(cat "$OVS_TMP/fsck.out")"
+	echo "peak RSS with a 1 KiB table: $rss KiB"
+	assertTrue "peak RSS $rss KiB with a 1 KiB table, $base KiB for the plain tree: more than 1 MiB for the runs" \
+		"[ $((rss - base)) -lt 1024 ]"
+	# merged 2 at a time: a run then holds an inode more than once
+	OVSNAP_TEST_RUNS_FAN_IN=2 fsck_rss_budget 1024
+	assertEquals "fsck -n exit, tiny table, fan-in 2: $(cat "$OVS_TMP/fsck.err")" \
+		$FSCK_UNCORRECTED "$FSCK_RC"
+	assertEquals "fsck -n findings, tiny table, fan-in 2, as in memory" \
 		"$(cat "$OVS_TMP/unspilled.out")" "$(cat "$OVS_TMP/fsck.out")"
 }
 
