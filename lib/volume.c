@@ -916,25 +916,28 @@ int ovs_volume_list(struct ovs_volume ***vols, size_t *n)
 int ovs_volume_open_listed(const char *src, struct ovs_volume **out)
 {
 	struct ovs_volume **vols;
-	char saved[1024];
+	char *saved;		/* whole: it may name a path of any length */
 	size_t n;
 	int rc;
 
 	rc = ovs_volume_open(src, out);
 	if (rc == 0 || rc == -ENOENT)
 		return rc;
-	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
+	saved = strdup(ovs_last_error());
 	if (ovs_volume_list(&vols, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			if (strcmp(ovs_volume_source(vols[i]), src) == 0 && vols[i]->problem) {
 				*out = ovs_volume_ref(vols[i]);
 				ovs_volume_list_free(vols, n);
+				free(saved);
 				return 0;
 			}
 		}
 		ovs_volume_list_free(vols, n);
 	}
-	return ovs_err(-rc, "%s", saved);
+	rc = ovs_err(-rc, "%s", saved ? saved : "out of memory");
+	free(saved);
+	return rc;
 }
 
 void ovs_volume_list_free(struct ovs_volume **vols, size_t n)
@@ -957,35 +960,46 @@ void ovs_volume_list_free(struct ovs_volume **vols, size_t n)
 
 int ovs_volume_open_remains(const char *src, struct ovs_volume **out)
 {
-	char esc[NAME_MAX + 1], folder[PATH_MAX], saved[1024];
+	char esc[NAME_MAX + 1], folder[PATH_MAX];
+	char *saved = NULL;	/* whole: it may name a path of any length */
 	struct ovs_volume *v;
 	int rc;
 
 	rc = ovs_volume_open(src, out);
 	if (rc == 0)
 		return 0;
-	snprintf(saved, sizeof(saved), "%s", ovs_last_error());
 	if (src[0] != '/')
 		return ovs_err(EINVAL, "not an absolute path");
+	if (!(saved = strdup(ovs_last_error())))
+		return ovs_err(ENOMEM, "out of memory");
 	rc = ovs_path_escape(src, esc, sizeof(esc));
 	if (rc == 0)
 		rc = find_folder(src, esc, folder, sizeof(folder));
+	if (rc == 0)
+		rc = check_folder_name(folder, esc);
 	if (rc < 0)
-		return rc;
-	rc = check_folder_name(folder, esc);
-	if (rc < 0)
-		return rc;
+		goto out;
 	v = volume_new(src, folder);
-	if (!v)
-		return ovs_err(ENOMEM, "out of memory");
+	if (!v) {
+		rc = ovs_err(ENOMEM, "out of memory");
+		goto out;
+	}
 	rc = open_store_dir(v, esc);
 	if (rc < 0 && rc != -ENOENT) {
 		ovs_volume_unref(v);
-		return rc;
+		goto out;
 	}
-	v->problem = strdup(rc == -ENOENT ? "store missing" : saved);
+	if (rc == -ENOENT) {
+		v->problem = strdup("store missing");
+	} else {
+		v->problem = saved;
+		saved = NULL;
+	}
 	*out = v;
-	return 0;
+	rc = 0;
+out:
+	free(saved);
+	return rc;
 }
 
 /* Whether the folder's intent is a forget (0 no, 1 yes, -errno). */
