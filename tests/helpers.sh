@@ -280,6 +280,27 @@ ovs_wait_until() {
 	return 0
 }
 
+# ovs_strace_attach PID TRACE [STRACE OPTIONS...]: strace every thread of
+# PID, and those it makes, into the file TRACE, in the background (the
+# tracer's pid in $OVS_TRACER).  strace attaches to the threads one by
+# one: this returns 0 once none is left untraced, 1 if some still were
+# after 20 s.  ovs_strace_detach stops it; the trace is complete then.
+ovs_strace_attach() {
+	local pid=$1 trace=$2
+
+	shift 2
+	strace -f -qq "$@" -o "$trace" -p "$pid" &
+	OVS_TRACER=$!
+	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$OVS_TRACER\$' /proc/$pid/task/*/status | grep -q ."
+}
+
+ovs_strace_detach() {
+	[ -n "${OVS_TRACER:-}" ] || return 0
+	kill "$OVS_TRACER" 2>/dev/null
+	wait "$OVS_TRACER" 2>/dev/null
+	OVS_TRACER=
+}
+
 # ---------------------------------------------------------------------------
 # Cleanup
 
@@ -369,6 +390,8 @@ ovs__umount_views() {
 
 ovs_teardown() {
 	[ -n "${OVS_TMP:-}" ] && [ -d "$OVS_TMP" ] || return 0
+	# a tracer a failed test left attached
+	ovs_strace_detach
 	# Views and the snapshot mounts first: a daemon exits when its FUSE
 	# mount goes, and only then is its image free.
 	ovs__umount_views

@@ -85,19 +85,15 @@ test_file_operations() {
 # none: the clone and the whiteout are in the log before the rename, which
 # cannot reach the disk without them (test_first_changes_on_xfs_make_no_fsync).
 test_rename_preserves_durable_before_the_rename() {
-	local pid tracer trace fsyncs pending
+	local pid trace fsyncs pending
 	ovs_require_cmd strace || return
 	pid=$(daemon_pid)
 	assertNotNull "the daemon's pid" "$pid" || return
 	trace=$OVS_TMP/rename.strace
-	strace -f -qq -e trace=fsync,renameat,renameat2,linkat -o "$trace" -p "$pid" &
-	tracer=$!
-	# Attached to every thread (one by one): none left untraced.
-	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	ovs_strace_attach "$pid" "$trace" -e trace=fsync,renameat,renameat2,linkat
 	assertTrue "strace attached to every thread of the daemon" $?
 	mv "$SRC/file" "$SRC/moved" || fail "rename"
-	kill "$tracer"
-	wait "$tracer" 2>/dev/null
+	ovs_strace_detach
 	assertEquals "the new name" "original" "$(cat "$SRC/moved")"
 	awk '/renameat2\(.*"file".*"moved"/ { seen = 1 } END { exit !seen }' "$trace"
 	local seen=$?
@@ -123,16 +119,13 @@ test_rename_preserves_durable_before_the_rename() {
 # daemon PID (every thread traced) while CMD runs, into $SYNCS, and its
 # trace of them and of its renames into $SYNC_TRACE.
 syncs_during() {
-	local pid=$1 tracer trace=$OVS_TMP/syncs.strace
+	local pid=$1 trace=$OVS_TMP/syncs.strace
 	SYNCS=
-	strace -f -qq -e trace=fsync,fdatasync,syncfs,renameat2 -o "$trace" -p "$pid" &
-	tracer=$!
-	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	ovs_strace_attach "$pid" "$trace" -e trace=fsync,fdatasync,syncfs,renameat2
 	assertTrue "strace attached to every thread of the daemon" $?
 	eval "$2"
 	assertTrue "the changes: $2" $?
-	kill "$tracer"
-	wait "$tracer" 2>/dev/null
+	ovs_strace_detach
 	SYNC_TRACE=$(cat "$trace")
 	SYNCS=$(grep -cE '(^|[[:space:]])(fsync|fdatasync|syncfs)\(' "$trace")
 }
@@ -213,7 +206,7 @@ test_first_changes_copied_on_xfs_are_fsynced() {
 # stats and 38 calls per first chmod; now 6 and 23, the daemon's own
 # lookup check, chmod and reply stat included).
 test_first_chmod_on_xfs_syscalls() {
-	local src pid tracer trace=$OVS_TMP/chmod.strace n=8 i files=
+	local src pid trace=$OVS_TMP/chmod.strace n=8 i files=
 	ovs_require_cmd strace || return
 	ovs_mkfs xfs 512M || return
 	src=$OVS_MNT/src
@@ -231,15 +224,12 @@ test_first_chmod_on_xfs_syscalls() {
 	stat $files >/dev/null
 	# The first preserve in old/ copies the directory up too (once).
 	chmod 600 "$src/old/w"
-	strace -f -qq -o "$trace" -p "$pid" &
-	tracer=$!
-	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	ovs_strace_attach "$pid" "$trace"
 	assertTrue "strace attached to every thread of the daemon" $?
 	# shellcheck disable=SC2086
 	chmod 600 $files
 	assertTrue "the chmods" $?
-	kill "$tracer"
-	wait "$tracer" 2>/dev/null
+	ovs_strace_detach
 	assertEquals "every file preserved" "$n" \
 		"$(grep -cE 'renameat2\(.*"f[0-9]+", RENAME_NOREPLACE' "$trace")"
 	assertEquals "no reopen of SRC's directory, no dup, no getpid (trace: $(cat "$trace"))" 0 \
@@ -386,19 +376,24 @@ test_workers_keep_the_policy_the_daemon_was_started_with() {
 # kernel lets one create per directory through at a time), so the pool
 # must grow past them.  After the thaw, serial opens leave at most
 # WORKERS_IDLE_MAX idle workers (mutant WORKERS_NEVER_EXIT keeps them all).
+# daemon_threads PID: how many threads PID has
+daemon_threads() {
+	ls "/proc/$1/task" | wc -l
+}
+
 test_idle_workers_exit_after_a_burst() {
 	local pid before peak after i
 
 	pid=$(daemon_pid)
 	assertNotNull "daemon pid" "$pid"
 	for i in $(seq 16); do mkdir "$SRC/burst$i" || fail "mkdir burst$i"; done
-	before=$(ls "/proc/$pid/task" | wc -l)
+	before=$(daemon_threads "$pid")
 	fsfreeze -f "$OVS_MNT" || { fail "freeze $OVS_MNT"; return; }
 	for i in $(seq 16); do
 		touch "$SRC/burst$i/new" &
 	done
-	ovs_wait_until 60 '[ "$(ls "/proc/$pid/task" | wc -l)" -ge $((before + 12)) ]'
-	peak=$(ls "/proc/$pid/task" | wc -l)
+	ovs_wait_until 60 '[ "$(daemon_threads "$pid")" -ge $((before + 12)) ]'
+	peak=$(daemon_threads "$pid")
 	fsfreeze -u "$OVS_MNT"
 	wait
 	assertTrue "16 held creates grew the pool: $before threads before, $peak held" \
@@ -409,7 +404,7 @@ test_idle_workers_exit_after_a_burst() {
 	python3 -c 'import os, sys
 for _ in range(2000):
 	os.close(os.open(sys.argv[1], os.O_RDONLY))' "$SRC/file"
-	after=$(ls "/proc/$pid/task" | wc -l)
+	after=$(daemon_threads "$pid")
 	assertTrue "threads: $before before, $peak in the burst, $after after (at most 4 idle workers stay)" \
 		"[ $after -le $((before + 1)) ]"
 }

@@ -94,7 +94,7 @@ test_a_walk_costs_no_lookup_per_entry() {
 # its handle again (before: an openat, a name_to_handle_at and a close
 # each); what changed shows.
 test_a_listing_again_stats_known_objects_only() {
-	local pid tracer trace=$OVS_TMP/relist.strace ino2
+	local pid trace=$OVS_TMP/relist.strace ino2
 
 	ovs_require_cmd strace || return
 	pid=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
@@ -104,13 +104,10 @@ test_a_listing_again_stats_known_objects_only() {
 	echo x >"$SRC/mid/f1"
 	mv "$SRC/mid/f2" "$SRC/mid/f3"
 	touch "$SRC/mid/new"
-	strace -f -qq -o "$trace" -p "$pid" &
-	tracer=$!
-	ovs_wait_until 20 "! grep -L '^TracerPid:[[:space:]]*$tracer\$' /proc/$pid/task/*/status | grep -q ."
+	ovs_strace_attach "$pid" "$trace"
 	assertTrue "strace attached to every thread of the daemon" $?
 	ovs_run ls -l --time-style=+ "$SRC/mid"
-	kill "$tracer"
-	wait "$tracer" 2>/dev/null
+	ovs_strace_detach
 	assertEquals "ls -l: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "names listed" 100 "$(echo "$OVS_OUT" | grep -c ' [fn][0-9ew]*$')"
 	assertEquals "the size written through the mount" 2 \
