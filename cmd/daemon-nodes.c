@@ -77,6 +77,16 @@ static void hash_grow(void)
 	free(ob);
 }
 
+/* A new node into the table (nodes_lock held).  Chains stay one node long
+ * on average at most: a walk looks every new number up twice
+ * (node_holds_ino, node_get), and each node on a chain is a cache miss. */
+static void table_add(struct dnode *n)
+{
+	hash_insert(n);
+	if (++D.nnodes > D.nbuckets)
+		hash_grow();
+}
+
 static void hash_remove(struct dnode *n)
 {
 	struct dnode **pp = &D.buckets[bucket_of(n->dev, n->ino, D.nbuckets)];
@@ -389,9 +399,7 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		return NULL;
 	}
 	fdcache_offer(n, fd);
-	hash_insert(n);
-	if (++D.nnodes > D.nbuckets * 2)
-		hash_grow();
+	table_add(n);
 	pthread_mutex_unlock(&D.nodes_lock);
 	return n;
 }
@@ -644,9 +652,7 @@ static struct dnode *dir_node_of_locked(const struct ovs_relpath *path)
 				goto fail;
 			}
 			fdcache_offer(n, fd);
-			hash_insert(n);
-			if (++D.nnodes > D.nbuckets * 2)
-				hash_grow();
+			table_add(n);
 		}
 		dir = n;
 	}
