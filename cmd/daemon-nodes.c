@@ -79,7 +79,7 @@ static void hash_grow(void)
 
 /* A new node into the table (nodes_lock held).  Chains stay one node long
  * on average at most: a walk looks every new number up twice
- * (node_holds_ino, node_get), and each node on a chain is a cache miss. */
+ * (node_knows_ino, node_get), and each node on a chain is a cache miss. */
 static void table_add(struct dnode *n)
 {
 	hash_insert(n);
@@ -405,43 +405,79 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 }
 
 /*
- * A lookup of a name whose object the daemon holds an fd of needs no fd
- * of its own, nor its handle: an inode with an open fd is never freed,
- * so while the fd is open no other object can carry its number.  st was
- * taken before the fd was seen here: that fd was either open then
- * already, or opened since from the node's handle, which succeeds only
- * while the object the node was made for still lives, as it did before
- * st was taken; either way the object st describes is the node's.
- * (Without an fd the number may have been freed and reused: the caller
- * opens the name and compares handles, node_get.)
+ * A lookup of a name whose object the daemon knows needs no fd of its
+ * own.  When the daemon holds an fd of the node, not even the handle: an
+ * inode with an open fd is never freed, so while the fd is open no other
+ * object can carry its number.  st was taken before the fd was seen here:
+ * that fd was either open then already, or opened since from the node's
+ * handle, which succeeds only while the object the node was made for
+ * still lives, as it did before st was taken; either way the object st
+ * describes is the node's.
+ * Without an fd the number may have been freed and reused, so the name's
+ * handle (name_to_handle_at of the name, after st) must be the node's: it
+ * carries the inode's generation, so the name then led to the node's
+ * object, alive since the node was made and so also when st was taken;
+ * no other object can have had its number in between, so st describes
+ * it too.  pfd: the parent's fd st was taken in.  One or two system calls
+ * where opening the name, its stat, its handle and the close of an fd the
+ * cache evicts for it take four.  (A name whose handle differs, or none:
+ * the caller opens it and compares, node_get.)
  */
-struct dnode *node_get_held(const struct stat *st, struct dnode *parent, const char *name,
-			    uint64_t seq)
+struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const char *name,
+			     uint64_t seq, int pfd)
 {
+	struct handle_buf want, got;
 	struct dnode *n;
-	int err = 0;
+	int err = 0, mount_id;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(st->st_dev, st->st_ino);
-	if (n && fdcache_holds(n))
+	if (n && fdcache_holds(n)) {
+		err = node_found_locked(n, st, parent, name, seq);
+		pthread_mutex_unlock(&D.nodes_lock);
+		errno = err;
+		return err ? NULL : n;
+	}
+	if (!n || !n->fh_bytes) {
+		pthread_mutex_unlock(&D.nodes_lock);
+		errno = 0;
+		return NULL;
+	}
+	want.fh.handle_bytes = n->fh_bytes;
+	want.fh.handle_type = n->fh_type;
+	memcpy(want.fh.f_handle, n->fh, n->fh_bytes);
+	pthread_mutex_unlock(&D.nodes_lock);
+
+	got.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(pfd, name, &got.fh, &mount_id, 0) < 0 ||
+	    got.fh.handle_bytes != want.fh.handle_bytes ||
+	    got.fh.handle_type != want.fh.handle_type ||
+	    memcmp(got.fh.f_handle, want.fh.f_handle, got.fh.handle_bytes) != 0) {
+		errno = 0;
+		return NULL;
+	}
+	/* the node may have gone meanwhile: only the one with this handle */
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(st->st_dev, st->st_ino);
+	if (n && n->fh_bytes && same_object(n, &got))
 		err = node_found_locked(n, st, parent, name, seq);
 	else
 		n = NULL;
 	pthread_mutex_unlock(&D.nodes_lock);
 	errno = err;
-	return n;
+	return err ? NULL : n;
 }
 
-bool node_holds_ino(ino_t ino)
+bool node_knows_ino(ino_t ino)
 {
 	struct dnode *n;
-	bool holds;
+	bool knows;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(D.src_dev, ino);
-	holds = n && fdcache_holds(n);
+	knows = n && (n->fh_bytes || fdcache_holds(n));
 	pthread_mutex_unlock(&D.nodes_lock);
-	return holds;
+	return knows;
 }
 
 uint64_t nodes_seq(void)

@@ -650,11 +650,13 @@ static void note_fd_limit(int err)
 
 /*
  * held_ino: the inode number a listing gave the name, when the daemon
- * holds an fd of that object (node_holds_ino): then a stat of the name
- * may be all it takes (node_get_held), one system call where opening the
- * name, its stat, its handle and the close of an fd the cache evicts for
- * it take four.  A walk of a tree the kernel forgot, or listed again after
- * a change of the directory, finds most of its objects so.
+ * knows that object (node_knows_ino): then a stat of the name, and its
+ * handle unless the daemon holds an fd of it, may be all it takes
+ * (node_get_known), one or two system calls where opening the name, its
+ * stat, its handle and the close of an fd the cache evicts for it take
+ * four.  A folder listed again after a change of it (the kernel drops
+ * its listing) finds most of its objects so, however many of them the fd
+ * cache still holds.
  */
 static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e,
 		     ino_t held_ino)
@@ -679,7 +681,7 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 				err = errno;
 			else if (e->attr.st_dev != D.src_dev)
 				n = NULL;	/* the open below answers EXDEV */
-			else if (!(n = node_get_held(&e->attr, parent, name, seq)))
+			else if (!(n = node_get_known(&e->attr, parent, name, seq, pfd)))
 				err = errno;
 			if (err || n) {
 				node_fd_put(parent);
@@ -1933,7 +1935,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			memset(&e, 0, sizeof(e));
 			if (is_dot(de->d_name) ||
 			    do_lookup(dir, de->d_name, &e,
-				      node_holds_ino(de->d_ino) ? de->d_ino : 0) != 0) {
+				      node_knows_ino(de->d_ino) ? de->d_ino : 0) != 0) {
 				/* No entry for the kernel to cache: the name only. */
 				memset(&e, 0, sizeof(e));
 				e.attr.st_ino = de->d_ino;

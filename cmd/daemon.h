@@ -171,14 +171,15 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq);
 /*
  * Without opening anything: the node of the object st describes (stat'ed
- * by parent/name before the call) if the daemon knows it and holds an fd
- * of it, with one more kernel reference; NULL otherwise, with errno 0
- * (not held: open the name) or an errno (EAGAIN: look up again).
- * node_holds_ino() says beforehand whether it may be worth a try.
+ * by parent/name in pfd before the call) if the daemon knows it, holding
+ * an fd of it or finding the name's handle its own, with one more kernel
+ * reference; NULL otherwise, with errno 0 (not known: open the name) or
+ * an errno (EAGAIN: look up again).  node_knows_ino() says beforehand
+ * whether it may be worth a try.
  */
-struct dnode *node_get_held(const struct stat *st, struct dnode *parent, const char *name,
-			    uint64_t seq);
-bool node_holds_ino(ino_t ino);
+struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const char *name,
+			     uint64_t seq, int pfd);
+bool node_knows_ino(ino_t ino);
 uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
 /*

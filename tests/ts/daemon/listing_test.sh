@@ -3,7 +3,8 @@
 # listing comes with its entries' attributes (READDIRPLUS, not the
 # kernel's "auto" choice), so a walk that reads a whole directory before
 # it stats costs no LOOKUP per entry; and listed again after a change,
-# objects the daemon holds an fd of are only stat'ed, not opened again.
+# objects the daemon holds an fd of are only stat'ed, not opened again,
+# nor are the others it knows, whose handles it compares instead.
 # The requests are counted in the kernel (the fuse:fuse_request_send
 # tracepoint, Linux 6.16+, in a tracefs instance of the test's own).
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
@@ -120,6 +121,46 @@ test_a_listing_again_stats_known_objects_only() {
 		"[ $(grep -c 'O_PATH' "$trace") -le 3 ]"
 	assertTrue "at most 3 handles asked for 100 known objects, not $(grep -c 'name_to_handle_at(' "$trace")" \
 		"[ $(grep -c 'name_to_handle_at(' "$trace") -le 3 ]"
+}
+
+# The same past the fd cache's bound: with the daemon's open file limit
+# lowered to 256 (a cache of 64 fds), it holds fds of few of a folder's
+# 2,000 known objects, so for the others it asks the name's handle and
+# compares it with the node's; it opens none of them (before: an openat,
+# a name_to_handle_at and a close each).  A name given another known
+# object behind the mount shows that object.
+test_a_listing_again_past_the_fd_cache_opens_no_known_object() {
+	local pid trace=$OVS_TMP/relist-big.strace under=$OVS_TMP/under ino8 opens handles
+
+	ovs_require_cmd strace prlimit || return
+	pid=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
+	assertNotNull "the daemon of $SRC" "$pid" || return
+	prlimit --pid "$pid" --nofile=256:256 || { fail "prlimit"; return; }
+	echo eight >"$SRC/big2/f8"
+	find "$SRC/big2" -printf '%s\n' >/dev/null
+	ino8=$(stat -c %i "$SRC/big2/f8")
+	mkdir -p "$under"
+	mount --bind "$OVS_MNT" "$under" || { fail "bind mount of $OVS_MNT"; return; }
+	mv "$under/src/big2/f8" "$under/src/big2/f7"
+	assertTrue "f7 replaced by f8 behind the mount" $?
+	umount "$under"
+	touch "$SRC/big2/new"
+	ovs_strace_attach "$pid" "$trace"
+	assertTrue "strace attached to every thread of the daemon" $?
+	ovs_run find "$SRC/big2" -printf '%i %s %f\n'
+	ovs_strace_detach
+	assertEquals "find: $(ovs_ran | head -3)" 0 "$OVS_RC"
+	assertEquals "names listed" 2000 "$(grep -cE ' (f[0-9]+|new)$' <<<"$OVS_OUT")"
+	assertEquals "f7 shows f8's object" "$ino8 6 f7" "$(grep ' f7$' <<<"$OVS_OUT")"
+	assertEquals "f8 gone" "" "$(grep ' f8$' <<<"$OVS_OUT")"
+	assertEquals "f7 reads f8's data" "eight" "$(cat "$SRC/big2/f7")"
+	assertTrue "the listing went to the daemon (trace: $(head -c 2000 "$trace"))" \
+		"grep -q 'getdents64(' '$trace'"
+	opens=$(grep -c 'O_PATH' "$trace")
+	handles=$(grep -c 'name_to_handle_at([0-9]*, "f' "$trace")
+	echo "listing again 2,000 known objects, 64 fds cached: $opens opens, $handles handles of names"
+	assertTrue "at most 3 opens of names for 2,000 known objects, not $opens" \
+		"[ $opens -le 3 ]"
 }
 
 . "$SHUNIT2"
