@@ -371,6 +371,16 @@ bool fdcache_holds(struct dnode *n)
 	return holds;
 }
 
+int fdcache_bound(void)
+{
+	int bound;
+
+	pthread_mutex_lock(&C.lock);
+	bound = C.bound;
+	pthread_mutex_unlock(&C.lock);
+	return bound;
+}
+
 void fdcache_offer(struct dnode *n, int fd)
 {
 	struct victims v = { .n = 0 };

@@ -404,78 +404,106 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 	return n;
 }
 
+/* Whether node n is the one k saw: the same object, by its handle (a
+ * node without one: any, see node_get_known). */
+static bool node_is_known(const struct dnode *n, const struct node_known *k)
+{
+	if (!k->bytes)
+		return !n->fh_bytes;
+	return n->fh_bytes == k->bytes && n->fh_type == k->type &&
+	       memcmp(n->fh, k->fh, k->bytes) == 0;
+}
+
 /*
- * A lookup of a name whose object the daemon knows needs no fd of its
- * own.  When the daemon holds an fd of the node, not even the handle: an
- * inode with an open fd is never freed, so while the fd is open no other
- * object can carry its number.  st was taken before the fd was seen here:
- * that fd was either open then already, or opened since from the node's
- * handle, which succeeds only while the object the node was made for
- * still lives, as it did before st was taken; either way the object st
- * describes is the node's.
- * Without an fd the number may have been freed and reused, so the name's
- * handle (name_to_handle_at of the name, after st) must be the node's: it
- * carries the inode's generation, so the name then led to the node's
- * object, alive since the node was made and so also when st was taken;
- * no other object can have had its number in between, so st describes
- * it too.  pfd: the parent's fd st was taken in.  One or two system calls
- * where opening the name, its stat, its handle and the close of an fd the
- * cache evicts for it take four.  (A name whose handle differs, or none:
- * the caller opens it and compares, node_get.)
+ * A lookup of a name whose object the daemon knew before it stat'ed the
+ * name (node_knows_ino) needs no fd of its own.  The node k saw had the
+ * object's handle then, so that object was alive when the node was made,
+ * before st was taken.
+ * When the daemon holds an fd of that object now, not even the handle is
+ * needed: the fd was either open when st was taken, and then no other
+ * object could carry the number, or opened since from the handle, which
+ * succeeds only while the object lives, so it lived when st was taken
+ * too; either way st describes it.
+ * Without an fd, the name's handle (name_to_handle_at of the name, after
+ * st) must be the node's: it carries the inode's generation, so the name
+ * then led to the node's object, alive before st was taken and after,
+ * and so also when: no other object had its number then.
+ * One or two system calls, where opening the name, its stat, its handle
+ * and the close of an fd the cache evicts for it take four.  But an
+ * object found so twice within fewer such finds than the fd cache holds
+ * is opened and cached instead (NULL: the caller opens it, node_get): a
+ * folder listed again and again then costs a stat per object, as an
+ * LRU cache of that size would give, while a tree larger than the cache,
+ * walked again, costs two calls per object and evicts nothing.
+ * A node without a handle (its fd pinned: SRC's root, a removed object,
+ * a filesystem without handles) is found only by its inode number, as
+ * before handles: one that replaced another of the same number between
+ * the stat and here, behind the mount, would take its attributes.
  */
 struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const char *name,
-			     uint64_t seq, int pfd)
+			     uint64_t seq, int pfd, const struct node_known *k)
 {
-	struct handle_buf want, got;
+	struct handle_buf got;
 	struct dnode *n;
-	int err = 0, mount_id;
+	int err = 0, mount_id, bound = fdcache_bound();
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(st->st_dev, st->st_ino);
-	if (n && fdcache_holds(n)) {
+	if (n && node_is_known(n, k) && fdcache_holds(n)) {
 		err = node_found_locked(n, st, parent, name, seq);
 		pthread_mutex_unlock(&D.nodes_lock);
 		errno = err;
 		return err ? NULL : n;
 	}
-	if (!n || !n->fh_bytes) {
+	if (!n || !k->bytes || !node_is_known(n, k) ||
+	    (n->known_at && (uint16_t)(D.known_seq - n->known_at) < bound)) {
 		pthread_mutex_unlock(&D.nodes_lock);
 		errno = 0;
 		return NULL;
 	}
-	want.fh.handle_bytes = n->fh_bytes;
-	want.fh.handle_type = n->fh_type;
-	memcpy(want.fh.f_handle, n->fh, n->fh_bytes);
 	pthread_mutex_unlock(&D.nodes_lock);
 
 	got.fh.handle_bytes = MAX_HANDLE_SZ;
 	if (name_to_handle_at(pfd, name, &got.fh, &mount_id, 0) < 0 ||
-	    got.fh.handle_bytes != want.fh.handle_bytes ||
-	    got.fh.handle_type != want.fh.handle_type ||
-	    memcmp(got.fh.f_handle, want.fh.f_handle, got.fh.handle_bytes) != 0) {
+	    got.fh.handle_bytes != k->bytes || got.fh.handle_type != k->type ||
+	    memcmp(got.fh.f_handle, k->fh, k->bytes) != 0) {
 		errno = 0;
 		return NULL;
 	}
-	/* the node may have gone meanwhile: only the one with this handle */
+	/* the node may have gone meanwhile: only one of this object */
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(st->st_dev, st->st_ino);
-	if (n && n->fh_bytes && same_object(n, &got))
+	if (n && node_is_known(n, k)) {
 		err = node_found_locked(n, st, parent, name, seq);
-	else
+		if (!err) {
+			if (!++D.known_seq)
+				D.known_seq = 1;
+			n->known_at = D.known_seq;
+		}
+	} else {
 		n = NULL;
+	}
 	pthread_mutex_unlock(&D.nodes_lock);
 	errno = err;
 	return err ? NULL : n;
 }
 
-bool node_knows_ino(ino_t ino)
+bool node_knows_ino(ino_t ino, struct node_known *k)
 {
 	struct dnode *n;
-	bool knows;
+	bool knows = false;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(D.src_dev, ino);
-	knows = n && (n->fh_bytes || fdcache_holds(n));
+	if (n && n->fh_bytes) {
+		k->bytes = n->fh_bytes;
+		k->type = n->fh_type;
+		memcpy(k->fh, n->fh, n->fh_bytes);
+		knows = true;
+	} else if (n && fdcache_holds(n)) {
+		k->bytes = 0;
+		knows = true;
+	}
 	pthread_mutex_unlock(&D.nodes_lock);
 	return knows;
 }
@@ -488,6 +516,14 @@ uint64_t nodes_seq(void)
 	seq = D.ns_seq;
 	pthread_mutex_unlock(&D.nodes_lock);
 	return seq;
+}
+
+void node_unlist(struct dnode *n)
+{
+	pthread_mutex_lock(&D.nodes_lock);
+	n->known_at = 0;
+	pthread_mutex_unlock(&D.nodes_lock);
+	node_forget(n, 1);
 }
 
 void node_forget(struct dnode *n, uint64_t nlookup)

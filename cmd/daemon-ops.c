@@ -649,17 +649,17 @@ static void note_fd_limit(int err)
 }
 
 /*
- * held_ino: the inode number a listing gave the name, when the daemon
- * knows that object (node_knows_ino): then a stat of the name, and its
- * handle unless the daemon holds an fd of it, may be all it takes
- * (node_get_known), one or two system calls where opening the name, its
- * stat, its handle and the close of an fd the cache evicts for it take
- * four.  A folder listed again after a change of it (the kernel drops
- * its listing) finds most of its objects so, however many of them the fd
- * cache still holds.
+ * known: what the daemon knew of the object of the inode number a listing
+ * gave the name (node_knows_ino), before the name is stat'ed: then that
+ * stat, and the name's handle unless the daemon holds an fd of it, may be
+ * all it takes (node_get_known), one or two system calls where opening the
+ * name, its stat, its handle and the close of an fd the cache evicts for
+ * it take four.  A folder listed again after a change of it (the kernel
+ * drops its listing) finds most of its objects so, however many of them
+ * the fd cache still holds.
  */
 static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_param *e,
-		     ino_t held_ino)
+		     const struct node_known *known)
 {
 	struct dnode *n;
 	int fd;
@@ -673,15 +673,16 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 
 		if (pfd < 0)
 			return -pfd;
-		if (held_ino) {
+		if (known) {
 			int err = 0;
+			const struct node_known *k = known;
 
-			held_ino = 0;	/* once: a race falls back to the open */
+			known = NULL;	/* once: a race falls back to the open */
 			if (fstatat(pfd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
 				err = errno;
 			else if (e->attr.st_dev != D.src_dev)
 				n = NULL;	/* the open below answers EXDEV */
-			else if (!(n = node_get_known(&e->attr, parent, name, seq, pfd)))
+			else if (!(n = node_get_known(&e->attr, parent, name, seq, pfd, k)))
 				err = errno;
 			if (err || n) {
 				node_fd_put(parent);
@@ -727,7 +728,7 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
  * preserve_name put there. */
 static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_param *e)
 {
-	int err = do_lookup(parent, name, e, 0);
+	int err = do_lookup(parent, name, e, NULL);
 
 	if (!err)
 		__atomic_store_n(&node_of(e->ino)->covered_epoch, D.epoch, __ATOMIC_RELEASE);
@@ -843,7 +844,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int err = do_lookup(node_of(parent), name, &e, 0);
+	int err = do_lookup(node_of(parent), name, &e, NULL);
 
 	if (err == ENOENT) {
 		/* A negative entry the kernel may cache: the name can only
@@ -1919,6 +1920,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	for (;;) {
 		struct fuse_entry_param e;
+		struct node_known known;
 		struct dirent *de = h->dir_entry;
 		size_t entsize;
 
@@ -1935,7 +1937,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			memset(&e, 0, sizeof(e));
 			if (is_dot(de->d_name) ||
 			    do_lookup(dir, de->d_name, &e,
-				      node_knows_ino(de->d_ino) ? de->d_ino : 0) != 0) {
+				      node_knows_ino(de->d_ino, &known) ? &known : NULL) != 0) {
 				/* No entry for the kernel to cache: the name only. */
 				memset(&e, 0, sizeof(e));
 				e.attr.st_ino = de->d_ino;
@@ -1944,7 +1946,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			entsize = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
 			if (entsize > rem) {
 				if (e.ino)
-					node_forget(node_of(e.ino), 1);
+					node_unlist(node_of(e.ino));
 				break;
 			}
 		} else {

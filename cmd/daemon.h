@@ -53,6 +53,9 @@ struct dnode {
 	 * through them fails with EIO until a later change names it again. */
 	bool name_lost;
 	unsigned char fh_bytes;	/* 0: no handle (the fd is pinned) */
+	/* D.known_seq when a listing last found it by its handle, without
+	 * an fd (node_get_known), 0: never (nodes lock) */
+	uint16_t known_at;
 	int fh_type;
 	struct dnode *parent;
 	char *name;
@@ -132,6 +135,7 @@ struct daemon {
 	struct dnode **buckets;
 	size_t nbuckets, nnodes;
 	size_t node_bytes;		/* malloc'ed for nodes and names, chunk headers included */
+	uint16_t known_seq;		/* objects found by handle so far, mod 2^16, never 0 */
 	struct dnode *root;
 	unsigned long open_handles;
 	uint64_t ns_seq;		/* bumped by every name change */
@@ -169,19 +173,30 @@ fuse_ino_t node_ino(struct dnode *n);
  * the object was opened.  NULL with errno (EAGAIN: look up again). */
 struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 		       const char *name, uint64_t seq);
+/* What a listing saw of a known node before it stat'ed the name: its
+ * handle (node_knows_ino). */
+struct node_known {
+	unsigned char bytes;	/* 0: the node has none (its fd is pinned) */
+	int type;
+	unsigned char fh[128];	/* MAX_HANDLE_SZ */
+};
 /*
  * Without opening anything: the node of the object st describes (stat'ed
- * by parent/name in pfd before the call) if the daemon knows it, holding
- * an fd of it or finding the name's handle its own, with one more kernel
- * reference; NULL otherwise, with errno 0 (not known: open the name) or
- * an errno (EAGAIN: look up again).  node_knows_ino() says beforehand
- * whether it may be worth a try.
+ * by parent/name in pfd before the call, after node_knows_ino() filled
+ * *k) if it is the node k saw, holding an fd of it or finding the name's
+ * handle its own, with one more kernel reference; NULL otherwise, with
+ * errno 0 (open the name) or an errno (EAGAIN: look up again).
  */
 struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const char *name,
-			     uint64_t seq, int pfd);
-bool node_knows_ino(ino_t ino);
+			     uint64_t seq, int pfd, const struct node_known *k);
+/* Whether the daemon knows the object numbered ino: then *k says what it
+ * knows of it. */
+bool node_knows_ino(ino_t ino, struct node_known *k);
 uint64_t nodes_seq(void);
 void node_forget(struct dnode *n, uint64_t nlookup);
+/* node_forget(n, 1) of a listing's entry that did not fit in its reply
+ * after all: the next one finds it again, not a second time (known_at). */
+void node_unlist(struct dnode *n);
 /*
  * The node's O_PATH fd, referenced until node_fd_put(n): the fd cache
  * never evicts a referenced fd.  A miss reopens it from the node's file
@@ -268,6 +283,8 @@ void fdcache_pin(struct dnode *n);
 void fdcache_forget(struct dnode *n);
 /* Whether an fd of n is open now, cached or pinned. */
 bool fdcache_holds(struct dnode *n);
+/* The cache's bound now. */
+int fdcache_bound(void);
 /* node_fd_put() by the fd number node_fd_get() returned (pinned: no-op). */
 void node_fd_put_fd(int fd);
 

@@ -4,7 +4,8 @@
 # kernel's "auto" choice), so a walk that reads a whole directory before
 # it stats costs no LOOKUP per entry; and listed again after a change,
 # objects the daemon holds an fd of are only stat'ed, not opened again,
-# nor are the others it knows, whose handles it compares instead.
+# nor are the others it knows, whose handles it compares instead (and
+# caches those it finds so again soon).
 # The requests are counted in the kernel (the fuse:fuse_request_send
 # tracepoint, Linux 6.16+, in a tracefs instance of the test's own).
 . "${OVSNAP_SRCDIR:-$(dirname "$0")/../../..}/tests/helpers.sh"
@@ -161,6 +162,64 @@ test_a_listing_again_past_the_fd_cache_opens_no_known_object() {
 	echo "listing again 2,000 known objects, 64 fds cached: $opens opens, $handles handles of names"
 	assertTrue "at most 3 opens of names for 2,000 known objects, not $opens" \
 		"[ $opens -le 3 ]"
+	# again: found by handle 2,000 finds ago, more than the cache holds
+	touch "$SRC/big2/new2"
+	relist_traced big2
+	assertTrue "listed a third time: at most 3 opens for 2,000 known objects, not $OPENS" \
+		"[ $OPENS -le 3 ]"
+}
+
+# relist_traced FOLDER: find of SRC/FOLDER with the daemon ($pid) traced:
+# its opens of names in $OPENS, its handles of names in $HANDLES
+relist_traced() {
+	local trace=$OVS_TMP/relist.$1.$RANDOM.strace
+
+	OPENS= HANDLES=
+	ovs_strace_attach "$pid" "$trace"
+	assertTrue "strace attached to every thread of the daemon" $?
+	ovs_run find "$SRC/$1" -printf '%i %s %f\n'
+	ovs_strace_detach
+	assertEquals "find $1: $(ovs_ran | head -3)" 0 "$OVS_RC"
+	assertTrue "the listing of $1 went to the daemon" "grep -q 'getdents64(' '$trace'"
+	OPENS=$(grep -c 'O_PATH' "$trace")
+	HANDLES=$(grep -c 'name_to_handle_at([0-9]*, "' "$trace")
+}
+
+# Objects found by their handle twice within fewer such finds than the
+# fd cache holds are opened and cached the second time, so a folder
+# listed again and again costs a stat per object, as an LRU cache would
+# give: 40 objects whose fds were evicted, with a cache of 64, are found
+# by handle, then opened, then only stat'ed.
+test_a_folder_listed_again_and_again_is_cached() {
+	local pid i
+
+	ovs_require_cmd strace prlimit || return
+	pid=$(pgrep -f "ovsnapd .*$SRC\$" | head -1)
+	assertNotNull "the daemon of $SRC" "$pid" || return
+	prlimit --pid "$pid" --nofile=256:256 || { fail "prlimit"; return; }
+	mkdir "$SRC/small"
+	(cd "$SRC/small" && touch $(seq -f 's%g' 1 40))
+	find "$SRC/small" -printf '%s\n' >/dev/null
+	# 200 other objects opened: the cache (64) keeps none of small's
+	for i in $(seq 1 200); do cat "$SRC/big3/f$i"; done
+	touch "$SRC/small/x1"
+	relist_traced small
+	echo "small, listed again: $OPENS opens, $HANDLES handles"
+	assertTrue "listed again: at most 3 opens of 40 known objects, not $OPENS" \
+		"[ $OPENS -le 3 ]"
+	assertTrue "listed again: at least 40 handles of names, not $HANDLES" \
+		"[ $HANDLES -ge 40 ]"
+	touch "$SRC/small/x2"
+	relist_traced small
+	echo "small, listed a third time: $OPENS opens, $HANDLES handles"
+	assertTrue "listed a third time: the 40 objects opened to be cached, $OPENS opens" \
+		"[ $OPENS -ge 40 ]"
+	touch "$SRC/small/x3"
+	relist_traced small
+	echo "small, listed a fourth time: $OPENS opens, $HANDLES handles"
+	assertTrue "listed a fourth time: at most 3 opens, not $OPENS" "[ $OPENS -le 3 ]"
+	assertTrue "listed a fourth time: at most 3 handles, not $HANDLES" "[ $HANDLES -le 3 ]"
+	assertEquals "every name listed" 43 "$(grep -cE ' (s[0-9]+|x[0-9])$' <<<"$OVS_OUT")"
 }
 
 . "$SHUNIT2"
