@@ -88,7 +88,7 @@ static int bound_from_limit(void)
 
 void fdcache_init(void)
 {
-	C.bound = bound_from_limit();
+	__atomic_store_n(&C.bound, bound_from_limit(), __ATOMIC_RELAXED);
 }
 
 void nodes_counts(size_t *nnodes, size_t *bytes, int *nfds, int *bound)
@@ -271,7 +271,7 @@ static void follow_limit(void)
 	int bound = bound_from_limit();
 
 	pthread_mutex_lock(&C.lock);
-	C.bound = bound;
+	__atomic_store_n(&C.bound, bound, __ATOMIC_RELAXED);
 	evict_over_bound(0, &v);
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
@@ -375,9 +375,8 @@ int fdcache_bound(void)
 {
 	int bound;
 
-	pthread_mutex_lock(&C.lock);
-	bound = C.bound;
-	pthread_mutex_unlock(&C.lock);
+	/* without the lock: every entry of a listing asks */
+	bound = __atomic_load_n(&C.bound, __ATOMIC_RELAXED);
 	return bound;
 }
 

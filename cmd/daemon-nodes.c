@@ -404,6 +404,13 @@ struct dnode *node_get(int fd, const struct stat *st, struct dnode *parent,
 	return n;
 }
 
+/* An object found by handle again within fewer such finds than the fd
+ * cache holds: open it to cache it (nodes lock held). */
+static bool known_again_soon(const struct dnode *n, int bound)
+{
+	return n->known_at && (uint16_t)(D.known_seq - n->known_at) < bound;
+}
+
 /* Whether node n is the one k saw: the same object, by its handle (a
  * node without one: any, see node_get_known). */
 static bool node_is_known(const struct dnode *n, const struct node_known *k)
@@ -431,10 +438,11 @@ static bool node_is_known(const struct dnode *n, const struct node_known *k)
  * One or two system calls, where opening the name, its stat, its handle
  * and the close of an fd the cache evicts for it take four.  But an
  * object found so twice within fewer such finds than the fd cache holds
- * is opened and cached instead (NULL: the caller opens it, node_get): a
- * folder listed again and again then costs a stat per object, as an
- * LRU cache of that size would give, while a tree larger than the cache,
- * walked again, costs two calls per object and evicts nothing.
+ * is opened and cached instead (node_knows_ino() does not know it, or
+ * NULL here: the caller opens it, node_get): a folder listed again and
+ * again then costs a stat per object, as an LRU cache of that size would
+ * give, while a tree larger than the cache, walked again, costs two calls
+ * per object and evicts nothing.
  * A node without a handle (its fd pinned: SRC's root, a removed object,
  * a filesystem without handles) is found only by its inode number, as
  * before handles: one that replaced another of the same number between
@@ -455,8 +463,7 @@ struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const 
 		errno = err;
 		return err ? NULL : n;
 	}
-	if (!n || !k->bytes || !node_is_known(n, k) ||
-	    (n->known_at && (uint16_t)(D.known_seq - n->known_at) < bound)) {
+	if (!n || !k->bytes || !node_is_known(n, k) || known_again_soon(n, bound)) {
 		pthread_mutex_unlock(&D.nodes_lock);
 		errno = 0;
 		return NULL;
@@ -492,16 +499,15 @@ bool node_knows_ino(ino_t ino, struct node_known *k)
 {
 	struct dnode *n;
 	bool knows = false;
+	int bound = fdcache_bound();
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(D.src_dev, ino);
-	if (n && n->fh_bytes) {
+	/* found again soon: not known, so that the caller opens it at once */
+	if (n && (fdcache_holds(n) || (n->fh_bytes && !known_again_soon(n, bound)))) {
 		k->bytes = n->fh_bytes;
 		k->type = n->fh_type;
 		memcpy(k->fh, n->fh, n->fh_bytes);
-		knows = true;
-	} else if (n && fdcache_holds(n)) {
-		k->bytes = 0;
 		knows = true;
 	}
 	pthread_mutex_unlock(&D.nodes_lock);
@@ -518,17 +524,25 @@ uint64_t nodes_seq(void)
 	return seq;
 }
 
+static void node_forget_locked(struct dnode *n, uint64_t nlookup);
+
 void node_unlist(struct dnode *n)
 {
 	pthread_mutex_lock(&D.nodes_lock);
 	n->known_at = 0;
+	node_forget_locked(n, 1);
 	pthread_mutex_unlock(&D.nodes_lock);
-	node_forget(n, 1);
 }
 
 void node_forget(struct dnode *n, uint64_t nlookup)
 {
 	pthread_mutex_lock(&D.nodes_lock);
+	node_forget_locked(n, nlookup);
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+static void node_forget_locked(struct dnode *n, uint64_t nlookup)
+{
 	if (n->nlookup < nlookup) {
 		dlog(LOG_ERR, "forget of %llu references, node has %llu",
 		     (unsigned long long)nlookup, (unsigned long long)n->nlookup);
@@ -536,7 +550,6 @@ void node_forget(struct dnode *n, uint64_t nlookup)
 	}
 	n->nlookup -= nlookup;
 	node_maybe_free(n);
-	pthread_mutex_unlock(&D.nodes_lock);
 }
 
 fuse_ino_t node_find_ino(dev_t dev, ino_t ino)

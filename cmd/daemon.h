@@ -189,7 +189,8 @@ struct node_known {
  */
 struct dnode *node_get_known(const struct stat *st, struct dnode *parent, const char *name,
 			     uint64_t seq, int pfd, const struct node_known *k);
-/* Whether the daemon knows the object numbered ino: then *k says what it
+/* Whether the daemon knows the object numbered ino (not when it found it
+ * by handle again soon: opened then, it is cached): then *k says what it
  * knows of it. */
 bool node_knows_ino(ino_t ino, struct node_known *k);
 uint64_t nodes_seq(void);
