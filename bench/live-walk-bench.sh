@@ -15,8 +15,10 @@
 # cold (drop_caches before each walk) and warm (the same walk again at
 # once), and a walk of one folder of 1,000 files after a create in it
 # (the kernel drops its listing: all of it is asked again, the objects
-# known and, walked just before, within ovsnapd's fd cache; not ls -l,
-# whose GETXATTR per file would dominate), the targets taking turns over ROUNDS (default 5) rounds, the
+# known; not ls -l, whose GETXATTR per file would dominate), the second
+# and the third time in a row (ovsnapd finds them by handle the first
+# time, opens and caches them the second, only stats them from the
+# third), the targets taking turns over ROUNDS (default 5) rounds, the
 # order rotating each round; medians reported, with the CPU time the
 # serving process spent (user + system, all its threads) per walk.
 #
@@ -103,15 +105,23 @@ relist() { # DIR ROUND: a create in DIR/d0 and a walk of it, twice, the second t
 	touch "$1/d0/relist.$2.again"
 	time_ms find "$1/d0" -printf '%s\n' 2>>"$work/walk.err"
 }
+relist3() { # DIR ROUND: the same in DIR/d1 three times, the third timed
+	touch "$1/d1/relist.$2"
+	find "$1/d1" -printf '%s\n' >/dev/null 2>>"$work/walk.err"
+	touch "$1/d1/relist.$2.again"
+	find "$1/d1" -printf '%s\n' >/dev/null 2>>"$work/walk.err"
+	touch "$1/d1/relist.$2.third"
+	time_ms find "$1/d1" -printf '%s\n' 2>>"$work/walk.err"
+}
 
 declare -A vals cpus
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((k = 0; k < ${#targets[@]}; k++)); do
 		t=${targets[(k + r) % ${#targets[@]}]}
-		for kind in cold warm relist; do
+		for kind in cold warm relist relist3; do
 			[ "$kind" = cold ] && drop_caches
-			if [ "$kind" = relist ]; then
-				round_measure "$kind,$t" "${pid[$t]:-}" relist "${dir[$t]}" "$r"
+			if [ "$kind" = relist ] || [ "$kind" = relist3 ]; then
+				round_measure "$kind,$t" "${pid[$t]:-}" "$kind" "${dir[$t]}" "$r"
 			else
 				round_measure "$kind,$t" "${pid[$t]:-}" walk "${dir[$t]}"
 			fi
@@ -120,9 +130,10 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 [ -s "$work/walk.err" ] && echo "walk errors: $(wc -l <"$work/walk.err"), e.g. $(head -1 "$work/walk.err")"
 
-for kind in cold warm relist; do
+for kind in cold warm relist relist3; do
 	case $kind in
 	relist) echo "find -printf %s of a folder of 1000 files after a create in it (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
+	relist3) echo "the same, the third time in a row (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
 	*) echo "find -printf %s of $N files, $kind (ms, median of $ROUNDS; CPU: the serving process's ms)" ;;
 	esac
 	n=$(round_median "$kind,native") p=$(round_median "$kind,passthrough") pp=$(round_median "$kind,ptplus")
