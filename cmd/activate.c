@@ -211,15 +211,12 @@ int ovs_deactivate_locked(struct ovs_volume *v)
 static int stop_unrecorded(const char *src, int err)
 {
 	/* whole: it may name a path of any length */
-	char *why = strdup(*ovs_last_error() ? ovs_last_error() : strerror(-err));
+	char *copy = strdup(*ovs_last_error() ? ovs_last_error() : strerror(-err));
+	const char *why = copy ? copy : "out of memory";
 	struct ovs_volume **vols, *v = NULL;
 	size_t n = 0;
 	int rc;
 
-	if (!why) {
-		ovs_error("deactivate %s: out of memory", src);
-		return EXIT_FAIL;
-	}
 	if (ovs_volume_list(&vols, &n) < 0)
 		n = 0;
 	for (size_t i = 0; i < n && !v; i++)
@@ -238,7 +235,7 @@ static int stop_unrecorded(const char *src, int err)
 	}
 	if (n)
 		ovs_volume_list_free(vols, n);
-	free(why);
+	free(copy);
 	return EXIT_FAIL;
 }
 
