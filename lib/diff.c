@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -396,10 +397,11 @@ static void names_free(struct names *nm)
  * subtrees) and, for the newest few of them, an fd in each layer that has
  * the directory, to open their children with.  Depth times layers fds
  * would run out of descriptors on a deep path in a long chain (rule 18:
- * any depth works), so only the top levels (FD_BUDGET fds in all, the
- * root's aside) stay open; a directory whose fds were closed is opened
- * again from its nearest open ancestor when the walk comes back to it,
- * by a path of any length (ovs_open_beneath).
+ * any depth works), so only the top levels (FD_BUDGET fds in all, or a
+ * quarter of the open file limit if that is less, the root's aside) stay
+ * open; a directory whose fds were closed is opened again from its
+ * nearest open ancestor when the walk comes back to it, by a path of any
+ * length (ovs_open_beneath).
  */
 #define FD_BUDGET	256
 #define FD_CLOSED	(-2)	/* the layer has the directory; its fd was closed */
@@ -700,16 +702,31 @@ static int enter(struct walk *w, size_t parent)
 	return level_read(w, lv);
 }
 
+/* FD_BUDGET, or a quarter of the open file limit if that is less: the
+ * walk shares the limit with the resolver's lookups, the spool and, in a
+ * restore, the changes it makes (a limit of 256 took all of it before). */
+static size_t fd_budget(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < FD_BUDGET)
+		return rl.rlim_cur / 4;
+	return FD_BUDGET;
+}
+
 /* Walk the candidates from SRC's root, comparing each as it comes. */
 static int walk_candidates(struct diff *d)
 {
 	struct walk w = { .d = d, .nl = d->b - d->a };
 	struct level *root;
+	size_t budget;
 	int rc;
 
 	if (!w.nl)
 		return 0;	/* the same snapshot: no layer, no change */
-	w.window = FD_BUDGET / w.nl > 2 ? FD_BUDGET / w.nl : 2;
+	budget = fd_budget();
+	w.window = budget / w.nl > 2 ? budget / w.nl : 2;
 	w.names_max = names_max_bytes();
 	rc = path_reserve(&w, 0);
 	if (rc == 0) {
