@@ -728,50 +728,49 @@ static int note_link(struct restore *r, const struct ovs_rentry *e, const char *
 
 /* ---- hard links with names the restore does not touch ------------------- */
 
-/* Every multiply-linked file of the layer directory dirfd (at path). */
-static int read_layer_links(struct restore *r, int dirfd, const char *path)
+/* A name of the walk of a layer (read_layer_links). */
+static int layer_links_entry(void *arg, struct ovs_walk_dir *d, const char *name,
+			     const char *path, struct ovs_walk_dir *child)
 {
-	struct dirent *de;
-	int fd, rc = 0;
-	DIR *d;
+	struct restore *r = arg;
+	struct stat st;
 
-	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(errno, "read a layer at %s", *path ? path : ".");
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return fail(errno, "read a layer at %s", *path ? path : ".");
-	}
-	while (rc == 0 && (de = readdir(d))) {
-		struct stat st;
-		char *child;
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+		return link_names_add(&r->layer_links, st.st_dev, st.st_ino, path);
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	child->fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return child->fd < 0 ? 0 : OVS_WALK_DESCEND;
+}
 
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && st.st_nlink > 1))
-			continue;
-		if (asprintf(&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0) {
-			rc = ovs_err(ENOMEM, "out of memory");
-			break;
-		}
-		if (S_ISREG(st.st_mode)) {
-			rc = link_names_add(&r->layer_links, st.st_dev, st.st_ino, child);
-		} else {
-			int sub = openat(dirfd, de->d_name,
-					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+/* What could not be read of a layer is left out, as a folder that cannot
+ * be opened is. */
+static int layer_links_read_error(void *arg, struct ovs_walk_dir *d, const char *path, int err)
+{
+	(void)arg;
+	(void)d;
+	(void)path;
+	(void)err;
+	return 0;
+}
 
-			if (sub >= 0) {
-				rc = read_layer_links(r, sub, child);
-				close(sub);
-			}
-		}
-		free(child);
-	}
-	closedir(d);
-	return rc;
+static const struct ovs_walk_ops layer_links_ops = {
+	.entry = layer_links_entry, .read_error = layer_links_read_error,
+};
+
+/* Every multiply-linked file of the layer directory dirfd: by the library's
+ * walker, which holds a bounded number of fds and no path per level at
+ * any depth (DESIGN.md rule 18). */
+static int read_layer_links(struct restore *r, int dirfd)
+{
+	struct ovs_walk_dir root = { .aux = -1 };
+
+	root.fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root.fd < 0)
+		return fail(errno, "read a layer");
+	return ovs_walk(&root, "", &layer_links_ops, r);
 }
 
 /* Diff order: component by component (as lib/diff.c sorts). */
@@ -884,7 +883,7 @@ static int unchanged_link(struct restore *r, const struct ovs_rentry *e, const c
 	if (!r->layer_links_read) {
 		r->layer_links_read = true;
 		for (size_t i = 0; i < r->nfds; i++)
-			if (read_layer_links(r, r->fds[i], "") < 0)
+			if (read_layer_links(r, r->fds[i]) < 0)
 				return 0;
 	}
 	link_names_find(&r->layer_links, e->st.st_dev, e->st.st_ino, &it);

@@ -108,6 +108,38 @@ test_deep_tree() {
 	ok "removal of the tree"
 }
 
+# Restore finds the other names of a snapshot's hard-linked file in the
+# layers by a walk of any depth: hl, restored after a rename, is linked
+# again to the unchanged name at the bottom of $DEPTH levels that the
+# rename preserved with it (rule 6), with fewer fds than the layer has
+# levels.  (A recursive walk holding a directory open per level gave up
+# at the fd limit and copied the data: another inode; and the diff of
+# the restore kept 256 fds open down the path, all a limit of 256 has.)
+test_restore_links_to_a_name_deep_in_the_layers() {
+	local deep
+
+	deep=$(printf 't/%.0s' $(seq "$DEPTH"))
+	deep=${deep%/}
+	as_user_in "$SRC" mkdir -p "$deep"
+	ok "mkdir -p of $DEPTH levels"
+	as_user_in "$SRC" sh -c 'echo bottom >"$1/f" && ln "$1/f" hl' sh "$deep"
+	ok "file at the bottom, another name at the top"
+	ovs_run "$OVSNAP" take "$SRC"
+	ok "take"
+	# the rename preserves both names of the file in the layer
+	as_user_in "$SRC" mv hl hl2
+	ok "rename of hl"
+	low_fds "$OVSNAP" restore "$SRC" 1 hl
+	assertEquals "restore of hl: exit status ($(ovs_ran))" 0 "$OVS_RC"
+	assertEquals "restore of hl: linked, neither cloned nor copied" \
+		"restored 1 paths from snapshot 1 (0 files cloned, 0 copied)" "$OVS_ERR"
+	assertEquals "hl linked to the bottom's f again, as in the snapshot" \
+		"$(stat -c %i "$SRC/$deep/f")" "$(stat -c %i "$SRC/hl")"
+	assertEquals "hl's data" "bottom" "$(cat "$SRC/hl")"
+	as_user_in "$SRC" rm -r t
+	ok "removal of the tree"
+}
+
 # compare_runs WHAT MODE: longnames.py MODE as the user at depth 1 below
 # SRC and in a native directory; the live path answers as the native one.
 compare_runs() {
