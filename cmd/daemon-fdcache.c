@@ -22,11 +22,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "ovsnap-private.h"
 
 #define FD_CACHE_MAX 4096
 #define FD_CACHE_MIN 16
@@ -73,17 +73,9 @@ static void victims_close(struct victims *v)
 
 static int bound_from_limit(void)
 {
-	struct rlimit rl;
-	rlim_t b;
+	size_t b = ovs_nofile_quarter(FD_CACHE_MAX);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return FD_CACHE_MAX;
-	b = rl.rlim_cur / 4;
-	if (b > FD_CACHE_MAX)
-		b = FD_CACHE_MAX;
-	if (b < FD_CACHE_MIN)
-		b = FD_CACHE_MIN;
-	return (int)b;
+	return b < FD_CACHE_MIN ? FD_CACHE_MIN : (int)b;
 }
 
 void fdcache_init(void)
@@ -373,11 +365,8 @@ bool fdcache_holds(struct dnode *n)
 
 int fdcache_bound(void)
 {
-	int bound;
-
 	/* without the lock: every entry of a listing asks */
-	bound = __atomic_load_n(&C.bound, __ATOMIC_RELAXED);
-	return bound;
+	return __atomic_load_n(&C.bound, __ATOMIC_RELAXED);
 }
 
 void fdcache_offer(struct dnode *n, int fd)

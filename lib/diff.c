@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -702,19 +701,6 @@ static int enter(struct walk *w, size_t parent)
 	return level_read(w, lv);
 }
 
-/* FD_BUDGET, or a quarter of the open file limit if that is less: the
- * walk shares the limit with the resolver's lookups, the spool and, in a
- * restore, the changes it makes (a limit of 256 took all of it before). */
-static size_t fd_budget(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur / 4 < FD_BUDGET)
-		return rl.rlim_cur / 4;
-	return FD_BUDGET;
-}
-
 /* Walk the candidates from SRC's root, comparing each as it comes. */
 static int walk_candidates(struct diff *d)
 {
@@ -725,7 +711,9 @@ static int walk_candidates(struct diff *d)
 
 	if (!w.nl)
 		return 0;	/* the same snapshot: no layer, no change */
-	budget = fd_budget();
+	/* the walk shares the limit with the resolver's lookups, the spool
+	 * and, in a restore, the changes it makes */
+	budget = ovs_nofile_quarter(FD_BUDGET);
 	w.window = budget / w.nl > 2 ? budget / w.nl : 2;
 	w.names_max = names_max_bytes();
 	rc = path_reserve(&w, 0);

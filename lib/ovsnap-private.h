@@ -141,6 +141,11 @@ bool ovs_negative_number(const char *arg);
  * live in memory, gone with the last fd even after a crash.  fd or -errno. */
 int ovs_unlinked_tmpfile(const char *dir);
 
+/* A share of the open file limit for fds a walk or a cache keeps open:
+ * a quarter of the soft RLIMIT_NOFILE, at most max (max too when there
+ * is no limit), so the rest is left to what the process opens besides. */
+size_t ovs_nofile_quarter(size_t max);
+
 /* A scratch file: an unlinked one in /tmp, or a memory file (memfd
  * named name) where /tmp cannot take one; *in_memory says which, and
  * once true goes straight to memory.  fd or -errno. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -475,6 +476,16 @@ int ovs_unlinked_tmpfile(const char *dir)
 		fclose(f);
 	}
 	return fd < 0 ? -errno : fd;
+}
+
+size_t ovs_nofile_quarter(size_t max)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur / 4 >= max)
+		return max;
+	return (size_t)(rl.rlim_cur / 4);
 }
 
 int ovs_scratch_file(const char *name, bool *in_memory)
