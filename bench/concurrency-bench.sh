@@ -13,14 +13,31 @@
 # they should not, and with write-behind in the copy their fsyncs should
 # not wait for the copy's dirty data either.
 #
+#
+# The floor, measured in the same rounds on the same filesystem outside
+# the volume (NATIVE=0 leaves it out): the same processes make the same
+# first changes as a program without ovsnap would, each file's old data
+# copied durably to a folder of its own as a preserve on ext4 does
+# (`ovs-fileops save-append`: write, fsync, rename, fsync of the folder)
+# and then appended to, alone and while a native file of the same size
+# is copied:
+#   copyup  by bench/ovs-copy, the library's copy-up copy (write-behind,
+#           an fsync at the end) with no daemon and no FUSE: the floor
+#           ovsnap's own slowdown is quoted against;
+#   direct  by dd with direct I/O, 8 MiB at a time;
+#   cp      by cp and an fsync: a plain program, which leaves writeback
+#           to the kernel.
+# Caches are dropped before each measurement, on both sides, so every copy
+# reads its source from the disk.
+#
 # OVSNAPD_BASE=/path/to/an/older/ovsnapd measures that daemon too, in
 # alternate rounds on the same volume (deactivate, activate with the
 # other daemon), and quotes the new one against it.
 # BENCH_LOOP_DIO=1 makes the loop device write straight to the disk.
 # FS=xfs-noreflink copies without ext4's journal ordering, under which a
 # small file's fsync waits for the big copy's data (see results/).
-# Run as root: `make bench` or OVSNAP=... FILEOPS=... bash bench/concurrency-bench.sh
-# Needs about 4 x SIZE_MB of free space under ${BENCH_DIR:-/var/tmp}
+# Run as root: `make bench` or OVSNAP=... FILEOPS=... [OVS_COPY=...] bash bench/concurrency-bench.sh
+# Needs about 4 x SIZE_MB (6 x with the floor) of free space under ${BENCH_DIR:-/var/tmp}
 # (older snapshots are dropped between measurements).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-lib.sh"
@@ -31,6 +48,12 @@ SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
 KIND=${KIND:-append}
 FS=${FS:-ext4}
+NATIVE=${NATIVE:-1}
+OVS_COPY=${OVS_COPY:-$(dirname "$FILEOPS")/ovs-copy}
+if [ "$NATIVE" = 1 ] && [ ! -x "$OVS_COPY" ]; then
+	echo "concurrency-bench: no ovs-copy at $OVS_COPY (set OVS_COPY, or NATIVE=0)" >&2
+	exit 1
+fi
 case $KIND in append | names) ;; *) echo "KIND must be append or names" >&2; exit 2 ;; esac
 OVSNAPD_NEW=${OVSNAPD:-$(dirname "$OVSNAP")/ovsnapd}
 builds=(new)
@@ -44,9 +67,18 @@ echo "daemons: new $OVSNAPD_NEW${OVSNAPD_BASE:+, base $OVSNAPD_BASE (alternate r
 echo
 
 # The source, and room for a few preserved copies of big.
-mkimg "$FS" "$((SIZE_MB * 4 + 1024))M"
+mkimg "$FS" "$((SIZE_MB * (NATIVE == 1 ? 6 : 4) + 1024))M"
 src=$work/$FS/src
 mkdir -p "$src"
+# The floor's files, beside the volume on the same filesystem.
+nat=$work/$FS/native
+if [ "$NATIVE" = 1 ]; then
+	for ((p = 0; p < PROCS; p++)); do
+		mkdir -p "$nat/p$p"
+		"$FILEOPS" create "$nat/p$p" "$FILES" 9 >/dev/null
+	done
+	dd if=/dev/urandom of="$nat/big" bs=1M count="$SIZE_MB" status=none
+fi
 # The files of the processes, as they were before a round (KIND=names
 # removes them).
 make_files() {
@@ -150,6 +182,67 @@ fresh_take() {
 	sync
 }
 
+# native_prepare: empty folders for the floor's copies, and a shared work
+# folder, made before the clock (and any copy) starts.
+native_prepare() {
+	local p
+
+	rm -rf "$nat/save"
+	mkdir -p "$nat/save/work"
+	for ((p = 0; p < PROCS; p++)); do mkdir -p "$nat/save/p$p"; done
+}
+
+# native_changes_ms: ms until all PROCS processes made their first changes
+# without ovsnap (the floor), in folders native_prepare made.
+native_changes_ms() {
+	local t0 t1 p pids=() failed=0
+
+	t0=$(now)
+	for ((p = 0; p < PROCS; p++)); do
+		"$FILEOPS" save-append "$nat/p$p" "$FILES" "$nat/save/p$p" "$nat/save/work" >/dev/null &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || failed=1; done
+	t1=$(now)
+	if [ "$failed" = 0 ]; then ms "$t0" "$t1"; else echo FAIL; fi
+}
+
+# native_with_copy_ms copyup|direct|cp: native_changes_ms while the native
+# big file is copied that way (above); the copy's time and whether it was
+# still copying when the processes ended go to $work/copy.  FAIL when the
+# copy failed.
+native_with_copy_ms() {
+	local t0 big procs still copied=ok
+
+	rm -f "$nat/big.copy"
+	fstrim "$work/$FS" 2>/dev/null || true
+	native_prepare
+	drop_caches
+	t0=$(now)
+	case $1 in
+	copyup) "$OVS_COPY" "$nat/big" "$nat/big.copy" >/dev/null & ;;
+	direct) dd if="$nat/big" of="$nat/big.copy" bs=8M iflag=direct oflag=direct conv=fsync \
+			status=none & ;;
+	cp) (cp --reflink=never "$nat/big" "$nat/big.copy" && sync "$nat/big.copy") & ;;
+	esac
+	big=$!
+	sleep 0.1
+	native_changes_ms >"$work/procs" &
+	procs=$!
+	wait "$big" || copied=FAIL
+	t1=$(now)
+	kill -0 "$procs" 2>/dev/null && still=no || still=yes
+	wait "$procs"
+	rm -f "$nat/big.copy"
+	if [ "$copied" = ok ]; then
+		echo "$(ms "$t0" "$t1") $still -" >"$work/copy"
+		cat "$work/procs"
+	else
+		echo "FAIL $still -" >"$work/copy"
+		echo FAIL
+	fi
+}
+
 declare -A base with alone copy still renamed
 for ((r = 0; r < ROUNDS; r++)); do
 	for b in "${builds[@]}"; do
@@ -158,17 +251,31 @@ for ((r = 0; r < ROUNDS; r++)); do
 		# Each round after a take: every change is a first change again.
 		[ "$KIND" = append ] || make_files
 		"$OVSNAP" take "$src" >/dev/null
+		drop_caches
 		base[$b]+="$(first_changes_ms) "
 		[ "$KIND" = append ] || make_files
 		"$OVSNAP" take "$src" >/dev/null
+		drop_caches
 		with[$b]+="$(with_copy_up_ms) "
 		read -r c st dn <"$work/copy"
 		copy[$b]+="$c "
 		still[$b]+="$st "
 		renamed[$b]+="$dn "
 		fresh_take
+		drop_caches
 		alone[$b]+="$(copy_alone_ms) "
 	done
+	if [ "$NATIVE" = 1 ]; then
+		native_prepare
+		drop_caches
+		base[native]+="$(native_changes_ms) "
+		for k in copyup direct cp; do
+			with[$k]+="$(native_with_copy_ms $k) "
+			read -r c st dn <"$work/copy"
+			copy[$k]+="$c "
+			still[$k]+="$st "
+		done
+	fi
 done
 
 med() { printf '%s\n' $1 | median; }
@@ -190,6 +297,28 @@ for b in "${builds[@]}"; do
 	[ "$KIND" = append ] ||
 		echo "files renamed (of $((PROCS * FILES))) when the copy ended, by round: ${renamed[$b]}"
 done
+if [ "$NATIVE" = 1 ]; then
+	bm=$(med "${base[native]}")
+	declare -A nr
+	echo "-- the floor: no ovsnap, the same changes copied durably by the processes"
+	row "${PROCS} x ${FILES} first changes" "$bm" "-" "-" "rounds: ${base[native]}"
+	for k in copyup direct cp; do
+		wm=$(med "${with[$k]}")
+		nr[$k]=$(ratio "$wm" "$bm")
+		row "the same during a ${SIZE_MB} MiB copy ($k)" "$wm" "$bm" "${nr[$k]}" \
+			"rounds: ${with[$k]% }; still copying at their end: ${still[$k]% }"
+		row "that copy ($k)" "$(med "${copy[$k]}")" "-" "-" \
+			"$(mibs "$(med "${copy[$k]}")"); rounds: ${copy[$k]}"
+	done
+	echo "-- time the copy added (ms): ovsnap's, the floor's (copyup), the one against the other"
+	for b in "${builds[@]}"; do
+		added=$(awk -v w="$(med "${with[$b]}")" -v b="$(med "${base[$b]}")" 'BEGIN { printf "%.1f", w - b }')
+		fadded=$(awk -v w="$(med "${with[copyup]}")" -v b="$bm" 'BEGIN { printf "%.1f", w - b }')
+		sr=$(ratio "$(med "${with[$b]}")" "$(med "${base[$b]}")")
+		row "daemon: $b" "$added" "$fadded" "$(ratio "$added" "$fadded")" \
+			"slowdown ${sr} against the floor's ${nr[copyup]}: $(ratio "$sr" "${nr[copyup]}"); against direct's $(ratio "$sr" "${nr[direct]}"), cp's $(ratio "$sr" "${nr[cp]}")"
+	done
+fi
 if [ "${#builds[@]}" -gt 1 ]; then
 	echo "-- new against base"
 	row "first changes during the copy-up" "$(med "${with[new]}")" "$(med "${with[base]}")" \

@@ -8,6 +8,14 @@
  *   ovs-fileops append DIR N SIZE   append SIZE bytes to each (open, write, close)
  *   ovs-fileops chmod DIR N         chmod each of them to 0600
  *   ovs-fileops stat DIR            walk DIR recursively, stat every entry
+ *   ovs-fileops save-append DIR N SAVEDIR [WORKDIR]
+ *                                   a first change without ovsnap, the floor
+ *                                   of bench/concurrency-bench.sh: copy each
+ *                                   file into WORKDIR (default SAVEDIR) and
+ *                                   fsync it, rename it into SAVEDIR and
+ *                                   fsync that, as ovsnapd preserves a small
+ *                                   file on ext4 (without its metadata
+ *                                   calls), then append 2 bytes
  * Prints the elapsed time in nanoseconds.
  */
 #include <dirent.h>
@@ -56,6 +64,53 @@ static long long walk(int dfd)
 	return n;
 }
 
+/* Copy each of fN to SAVEDIR durably, as a preserve on ext4 does (a copy
+ * made in WORKDIR, shared with the other processes as a layer's work
+ * folder is, and fsynced; a rename into SAVEDIR; SAVEDIR's fsync), then
+ * append to fN: N first changes as a program without ovsnap would make
+ * them. */
+static int save_append(int dfd, long long n, const char *savedir, const char *workdir)
+{
+	char name[64], tmp[96], buf[65536];
+	int sfd = open(savedir, O_RDONLY | O_DIRECTORY);
+	int wfd = open(workdir, O_RDONLY | O_DIRECTORY);
+
+	if (sfd < 0 || wfd < 0) {
+		fprintf(stderr, "ovs-fileops: %s: %s\n", sfd < 0 ? savedir : workdir, strerror(errno));
+		return -1;
+	}
+	for (long long i = 0; i < n; i++) {
+		int in = -1, out = -1, fd = -1;
+		ssize_t got;
+
+		snprintf(name, sizeof(name), "f%08lld", i);
+		snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
+		errno = EIO;	/* what a short write reports */
+		in = openat(dfd, name, O_RDONLY);
+		out = openat(wfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (in < 0 || out < 0)
+			goto fail;
+		while ((got = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, got) != got)
+				goto fail;
+		if (got < 0 || fsync(out) < 0 || renameat(wfd, tmp, sfd, name) < 0 || fsync(sfd) < 0)
+			goto fail;
+		close(in);
+		close(out);
+		fd = openat(dfd, name, O_WRONLY | O_APPEND);
+		if (fd < 0 || write(fd, "x\n", 2) != 2)
+			goto fail;
+		close(fd);
+		continue;
+fail:
+		fprintf(stderr, "ovs-fileops: %s: %s\n", name, strerror(errno));
+		return -1;	/* the process exits: its descriptors go with it */
+	}
+	close(sfd);
+	close(wfd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char name[64], *buf;
@@ -63,7 +118,8 @@ int main(int argc, char **argv)
 	int dfd;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: ovs-fileops create|delete|rename|unrename|append|chmod|stat DIR [N [SIZE]]\n");
+		fprintf(stderr, "usage: ovs-fileops create|delete|rename|unrename|append|chmod|stat DIR [N [SIZE]]\n"
+				"       ovs-fileops save-append DIR N SAVEDIR [WORKDIR]\n");
 		return 2;
 	}
 	dfd = open(argv[2], O_RDONLY | O_DIRECTORY);
@@ -79,6 +135,16 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	n = argc > 3 ? atoll(argv[3]) : 0;
+	if (!strcmp(argv[1], "save-append")) {
+		if (argc < 5) {
+			fprintf(stderr, "ovs-fileops: save-append needs DIR N SAVEDIR\n");
+			return 2;
+		}
+		if (save_append(dfd, n, argv[4], argc > 5 ? argv[5] : argv[4]) < 0)
+			return 1;
+		printf("%lld\n", now_ns() - t0);
+		return 0;
+	}
 	size = argc > 4 ? atoll(argv[4]) : 0;
 	buf = calloc(1, size ? size : 1);
 	for (long long i = 0; i < n; i++) {
