@@ -105,23 +105,34 @@ print(s.recv(4096).decode())
 EOF
 }
 
-# first_changes_ms: ms until all PROCS processes made their first changes.
-first_changes_ms() {
+# timed_procs FN: ms until FN 0 .. FN PROCS-1, run at once in the
+# background, all ended; FAIL when one of them failed.
+timed_procs() {
 	local t0 t1 p pids=() failed=0
 
 	t0=$(now)
 	for ((p = 0; p < PROCS; p++)); do
-		if [ "$KIND" = names ]; then
-			(for f in "$src/p$p"/f*; do mv "$f" "$f.moved" && rm "$f.moved" || exit 1; done) &
-		else
-			(for f in "$src/p$p"/f*; do printf 'x\n' >>"$f" || exit 1; done) &
-		fi
+		"$1" "$p" &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || failed=1; done
 	t1=$(now)
 	if [ "$failed" = 0 ]; then ms "$t0" "$t1"; else echo FAIL; fi
 }
+
+# first_changes P: process P's first changes, through the volume.
+first_changes() {
+	local f
+
+	if [ "$KIND" = names ]; then
+		for f in "$src/p$1"/f*; do mv "$f" "$f.moved" && rm "$f.moved" || return 1; done
+	else
+		for f in "$src/p$1"/f*; do printf 'x\n' >>"$f" || return 1; done
+	fi
+}
+
+# first_changes_ms: ms until all PROCS processes made their first changes.
+first_changes_ms() { timed_procs first_changes; }
 
 # with_copy_up_ms: first_changes_ms while the big file is copied up; the
 # copy's own time, whether it was still running when the eight ended and
@@ -192,20 +203,15 @@ native_prepare() {
 	for ((p = 0; p < PROCS; p++)); do mkdir -p "$nat/save/p$p"; done
 }
 
-# native_changes_ms: ms until all PROCS processes made their first changes
-# without ovsnap (the floor), in folders native_prepare made.
-native_changes_ms() {
-	local t0 t1 p pids=() failed=0
-
-	t0=$(now)
-	for ((p = 0; p < PROCS; p++)); do
-		"$FILEOPS" save-append "$nat/p$p" "$FILES" "$nat/save/p$p" "$nat/save/work" >/dev/null &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p" || failed=1; done
-	t1=$(now)
-	if [ "$failed" = 0 ]; then ms "$t0" "$t1"; else echo FAIL; fi
+# native_changes P: process P's first changes without ovsnap, in the
+# folders native_prepare made.
+native_changes() {
+	"$FILEOPS" save-append "$nat/p$1" "$FILES" "$nat/save/p$1" "$nat/save/work" >/dev/null
 }
+
+# native_changes_ms: ms until all PROCS processes made their first changes
+# without ovsnap (the floor).
+native_changes_ms() { timed_procs native_changes; }
 
 # native_with_copy_ms copyup|direct|cp: native_changes_ms while the native
 # big file is copied that way (above); the copy's time and whether it was
