@@ -52,15 +52,18 @@ struct hl_dir {
 
 struct hl_name {
 	struct hl_dir *dir;
-	char *name;
+	const char *name;	/* the name kept by its hl_ref */
 };
 
-/* A name's place in the map's index of names.  Several names of one entry
- * may share a bucket: any of their refs leads to the entry, whose few
- * names are then compared. */
+/* A name's place in the map's index of names, which also keeps the name
+ * (one allocation per name, not two: the map holds every name of every
+ * linked inode of SRC).  Several names of one entry may share a bucket:
+ * any of their refs leads to the entry, whose few names are then
+ * compared; a ref is told from another by its name's address. */
 struct hl_ref {
 	struct hl_ref *next;
 	struct hl_entry *e;
+	char name[];
 };
 
 /* Allocated with only the len bytes of its handle (see lookup_or_add()): a
@@ -70,7 +73,7 @@ struct hl_ref {
 struct hl_entry {
 	struct hl_entry *next;
 	struct hl_name *names;
-	size_t n, cap;
+	uint32_t n, cap;	/* an inode has at most 2^32 - 1 links */
 	struct hl_key key;	/* last: cut after its len bytes */
 };
 
@@ -380,18 +383,20 @@ static void refs_grow(struct ovs_hlmap *m)
 
 	if (!t)
 		return;
-	/* Rehashed from the entries: a ref does not know its name. */
+	/* Rehashed from the entries, whose names have their directories:
+	 * each name's own ref (the one that keeps it) moves to the name's
+	 * new bucket.  Linear in the names, however many an inode has. */
 	for (b = 0; b < m->nbuckets; b++) {
 		struct hl_entry *e;
 
 		for (e = m->buckets[b]; e; e = e->next) {
 			for (i = 0; i < e->n; i++) {
-				struct hl_ref **from = ref_slot(m, e->names[i].dir,
-								e->names[i].name), *r, **pp;
-				size_t h = dir_hash(e->names[i].dir, e->names[i].name) % nb;
+				const struct hl_name *nm = &e->names[i];
+				struct hl_ref *r, **pp;
+				size_t h = dir_hash(nm->dir, nm->name) % nb;
 
-				for (pp = from; (r = *pp); pp = &r->next)
-					if (r->e == e)
+				for (pp = ref_slot(m, nm->dir, nm->name); (r = *pp); pp = &r->next)
+					if (r->name == nm->name)
 						break;
 				if (!r)
 					continue;
@@ -406,13 +411,17 @@ static void refs_grow(struct ovs_hlmap *m)
 	m->nrefbuckets = nb;
 }
 
-static int ref_add(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
-		   const char *name)
+/* Index e's name in dir: the copy of name the ref keeps, or NULL (no
+ * memory). */
+static const char *ref_add(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
+			   const char *name)
 {
-	struct hl_ref *r = malloc(sizeof(*r)), **slot;
+	size_t len = strlen(name) + 1;
+	struct hl_ref *r = malloc(sizeof(*r) + len), **slot;
 
 	if (!r)
-		return -ENOMEM;
+		return NULL;
+	memcpy(r->name, name, len);
 	if (m->nrefs >= m->nrefbuckets)
 		refs_grow(m);
 	slot = ref_slot(m, dir, name);
@@ -420,16 +429,17 @@ static int ref_add(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir 
 	r->next = *slot;
 	*slot = r;
 	m->nrefs++;
-	return 0;
+	return r->name;
 }
 
-static void ref_del(struct ovs_hlmap *m, struct hl_entry *e, const struct hl_dir *dir,
-		    const char *name)
+/* Drop the ref that keeps name (a copy ref_add() returned) of dir, and so
+ * the name. */
+static void ref_del(struct ovs_hlmap *m, const struct hl_dir *dir, const char *name)
 {
 	struct hl_ref **pp, *r;
 
 	for (pp = ref_slot(m, dir, name); (r = *pp); pp = &r->next) {
-		if (r->e == e) {
+		if (r->name == name) {
 			*pp = r->next;
 			free(r);
 			m->nrefs--;
@@ -447,8 +457,14 @@ static struct hl_entry *find_name(struct ovs_hlmap *m, const struct hl_where *w,
 	if (!w->dir)
 		return NULL;
 	for (r = *ref_slot(m, w->dir, w->base); r; r = r->next) {
+		if (strcmp(r->name, w->base))
+			continue;
+		/* The ref's own name: the same name in another directory
+		 * may share the bucket. */
 		for (i = 0; i < r->e->n; i++) {
-			if (name_is(&r->e->names[i], w)) {
+			if (r->e->names[i].name == r->name) {
+				if (r->e->names[i].dir != w->dir)
+					break;
 				*at = i;
 				return r->e;
 			}
@@ -461,8 +477,7 @@ static struct hl_entry *find_name(struct ovs_hlmap *m, const struct hl_where *w,
 
 static void remove_name_at(struct ovs_hlmap *m, struct hl_entry *e, size_t i)
 {
-	ref_del(m, e, e->names[i].dir, e->names[i].name);
-	free(e->names[i].name);
+	ref_del(m, e->names[i].dir, e->names[i].name);
 	dir_put(m, e->names[i].dir);
 	e->names[i] = e->names[--e->n];
 }
@@ -484,20 +499,19 @@ static void drop_entry(struct ovs_hlmap *m, struct hl_entry *victim)
 	m->count--;
 }
 
-static bool has_name(const struct hl_entry *e, const struct hl_where *w)
+/* Through the index, not e's names: a file with tens of thousands of
+ * links would make the scan that records them quadratic. */
+static bool has_name(struct ovs_hlmap *m, const struct hl_entry *e, const struct hl_where *w)
 {
 	size_t i;
 
-	for (i = 0; i < e->n; i++)
-		if (name_is(&e->names[i], w))
-			return true;
-	return false;
+	return find_name(m, w, &i) == e;
 }
 
 static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_relpath *path)
 {
 	struct hl_where w = { 0 };
-	char *copy;
+	const char *copy;
 
 	if (!path->n)
 		return -EINVAL;
@@ -506,26 +520,25 @@ static int add_name(struct ovs_hlmap *m, struct hl_entry *e, const struct ovs_re
 	if (!w.dir)
 		return -ENOMEM;
 	w.base = path->names[path->n - 1];
-	if (has_name(e, &w)) {
+	if (has_name(m, e, &w)) {
 		dir_put(m, w.dir);
 		return 0;
 	}
 	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 2;
-		struct hl_name *n = realloc(e->names, cap * sizeof(*n));
+		uint32_t cap = e->cap ? e->cap * 2 : 2;
+		struct hl_name *n;
 
+		if (cap <= e->cap)
+			cap = UINT32_MAX;
+		n = e->n == UINT32_MAX ? NULL : realloc(e->names, cap * sizeof(*n));
 		if (!n)
 			goto nomem;
 		e->names = n;
 		e->cap = cap;
 	}
-	copy = strdup(w.base);
+	copy = ref_add(m, e, w.dir, w.base);
 	if (!copy)
 		goto nomem;
-	if (ref_add(m, e, w.dir, copy) < 0) {
-		free(copy);
-		goto nomem;
-	}
 	e->names[e->n].dir = w.dir;
 	e->names[e->n].name = copy;
 	e->n++;
@@ -806,7 +819,7 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 	/* Renaming one name of an inode over another name of it changes
 	 * nothing (POSIX). */
 	e = find_name(m, &wf, &i);
-	if (e && has_name(e, &wt))
+	if (e && has_name(m, e, &wt))
 		return 0;
 	/* The replaced target (a file, or an empty directory) loses its name. */
 	while ((e = find_name(m, &wt, &i))) {
@@ -843,15 +856,13 @@ static int rename_locked(struct ovs_hlmap *m, const struct ovs_relpath *from,
 	/* A linked file renamed: its name moves. */
 	while ((e = find_name(m, &wf, &i))) {
 		struct hl_name *nm = &e->names[i];
-		char *copy = strdup(base);
+		const char *copy = ref_add(m, e, tdir, base);
 
-		if (!copy || ref_add(m, e, tdir, copy) < 0) {
-			free(copy);
+		if (!copy) {
 			rc = ovs_err(ENOMEM, "hard link map: out of memory");
 			goto out;
 		}
-		ref_del(m, e, nm->dir, nm->name);
-		free(nm->name);
+		ref_del(m, nm->dir, nm->name);
 		nm->name = copy;
 		tdir->refs++;
 		dir_put(m, nm->dir);

@@ -266,6 +266,129 @@ static int expect_names(struct ovs_hlmap *m, int srcfd, const char *path, size_t
 	return 0;
 }
 
+/* SRC's object at path has exactly want names in the map, each a name in
+ * SRC of that same inode, no two alike. */
+static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+{
+	struct ovs_relpath *names;
+	struct stat st, nst;
+	size_t n, i, j;
+	char **s;
+	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n), bad = 0;
+
+	if (rc < 0)
+		return fail(path, rc);
+	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(path, -errno);
+	s = calloc(n, sizeof(*s));
+	for (i = 0; s && i < n; i++) {
+		s[i] = ovs_relpath_join(&names[i]);
+		if (!s[i] || fstatat(srcfd, s[i], &nst, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    nst.st_ino != st.st_ino) {
+			fprintf(stderr, "preserve-test: %s: name %s is not one of its names\n", path,
+				s[i] ? s[i] : "?");
+			bad = 1;
+		}
+		for (j = 0; s[i] && j < i; j++) {
+			if (s[j] && !strcmp(s[i], s[j])) {
+				fprintf(stderr, "preserve-test: %s: name %s twice\n", path, s[i]);
+				bad = 1;
+			}
+		}
+	}
+	if (!s || n != want) {
+		fprintf(stderr, "preserve-test: %s: %zu names, want %zu\n", path, n, want);
+		bad = 1;
+	}
+	for (i = 0; s && i < n; i++)
+		free(s[i]);
+	free(s);
+	ovs_hlmap_names_free(names, n);
+	return bad;
+}
+
+/* One inode with hundreds of names in two folders: they share buckets of
+ * the map's index of names, which grows under them (64 buckets first),
+ * and each name lives in its own index ref, so every rename and unlink
+ * must drop the very ref of its name, not another of the same inode. */
+static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
+{
+	char name[64], to[64];
+	struct stat st;
+	int fd, i;
+
+	if (mkdirat(srcfd, "many", 0755) < 0 ||
+	    (fd = openat(srcfd, "many/n000", O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0 ||
+	    close(fd) < 0)
+		return fail("many/n000", -errno);
+	for (i = 1; i < 200; i++) {
+		snprintf(name, sizeof(name), "many/n%03d", i);
+		if (linkat(srcfd, "many/n000", srcfd, name, 0) < 0 ||
+		    ovs_hlmap_link(m, srcfd, rel("many/n000"), rel(name)) < 0)
+			return fail(name, -errno);
+	}
+	if (expect_name_set(m, srcfd, "many/n000", 200))
+		return 1;
+	/* Half of them renamed in the folder, a few to another one. */
+	for (i = 0; i < 200; i += 2) {
+		snprintf(name, sizeof(name), "many/n%03d", i);
+		snprintf(to, sizeof(to), i % 20 ? "many/r%03d" : "D/r%03d", i);
+		if (renameat(srcfd, name, srcfd, to) < 0 ||
+		    ovs_hlmap_rename(m, rel(name), rel(to)) < 0)
+			return fail(to, -errno);
+	}
+	if (expect_name_set(m, srcfd, "many/n001", 200))
+		return 1;
+	/* The odd ones unlinked, then new names in their place: new refs
+	 * take the memory of the ones freed, and the index grows again (past
+	 * 256 names) while they are in two folders. */
+	for (i = 1; i < 200; i += 2) {
+		snprintf(name, sizeof(name), "many/n%03d", i);
+		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
+		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
+			return fail(name, -errno);
+	}
+	if (expect_name_set(m, srcfd, "many/r002", 100))
+		return 1;
+	for (i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "many/z%03d", i);
+		if (linkat(srcfd, "many/r002", srcfd, name, 0) < 0 ||
+		    ovs_hlmap_link(m, srcfd, rel("many/r002"), rel(name)) < 0)
+			return fail(name, -errno);
+	}
+	if (expect_name_set(m, srcfd, "D/r000", 300))
+		return 1;
+	/* The ones in the other folder and ten in this one unlinked,
+	 * through the grown index. */
+	for (i = 0; i < 210; i += i < 200 ? 20 : 1) {
+		snprintf(name, sizeof(name), i < 200 ? "D/r%03d" : "many/z%03d",
+			 i < 200 ? i : i - 200);
+		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
+		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
+			return fail(name, -errno);
+	}
+	if (expect_name_set(m, srcfd, "many/z010", 280))
+		return 1;
+	/* The folder renamed: every name in it follows. */
+	if (renameat(srcfd, "many", srcfd, "lots") < 0 ||
+	    ovs_hlmap_rename(m, rel("many"), rel("lots")) < 0)
+		return fail("rename many", -errno);
+	if (expect_name_set(m, srcfd, "lots/z050", 280))
+		return 1;
+	/* Every name but one unlinked, each found through the index: the
+	 * last is a plain file again. */
+	for (i = 0; i < 389; i++) {
+		if (i < 200 && (i % 2 || i % 20 == 0))
+			continue;
+		snprintf(name, sizeof(name), i < 200 ? "lots/r%03d" : "lots/z%03d",
+			 i < 200 ? i : i - 190);
+		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
+		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
+			return fail(name, -errno);
+	}
+	return expect_name_set(m, srcfd, "lots/z199", 1);
+}
+
 /* SRC holds a (2 links: a, d/b), single, and d/c linked from outside. */
 static int hlmap_selftest(const char *src)
 {
@@ -335,6 +458,8 @@ static int hlmap_selftest(const char *src)
 	    ovs_hlmap_rename(m, rel("D/l"), rel("y/l2")) < 0)
 		return fail("rename file", -errno);
 	if (expect_names(m, srcfd, "y/l2", 3) || expect_names(m, srcfd, "a", 3))
+		return 1;
+	if (hlmap_many_names(m, srcfd))
 		return 1;
 	/* An update that fails (here: a link whose new name is not there)
 	 * makes the map refuse to name linked files rather than name too
