@@ -307,6 +307,38 @@ static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, siz
 	return bad;
 }
 
+/* link(existing, name) in SRC and in the map. */
+static int link_name(struct ovs_hlmap *m, int srcfd, const char *existing, const char *name)
+{
+	if (linkat(srcfd, existing, srcfd, name, 0) < 0)
+		return fail(name, -errno);
+	return ovs_hlmap_link(m, srcfd, rel(existing), rel(name)) < 0 ? fail(name, -EIO) : 0;
+}
+
+/* link(existing, P) for P = prefix followed by from .. to - 1 in 3 digits. */
+static int link_names(struct ovs_hlmap *m, int srcfd, const char *existing, const char *prefix,
+		      int from, int to)
+{
+	char name[64];
+
+	for (int i = from; i < to; i++) {
+		snprintf(name, sizeof(name), "%s%03d", prefix, i);
+		if (link_name(m, srcfd, existing, name))
+			return 1;
+	}
+	return 0;
+}
+
+/* unlink(name) in SRC and in the map. */
+static int unlink_name(struct ovs_hlmap *m, int srcfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0)
+		return fail(name, -errno);
+	return ovs_hlmap_unlink(m, rel(name), &st) < 0 ? fail(name, -EIO) : 0;
+}
+
 /* One inode with hundreds of names in two folders: they share buckets of
  * the map's index of names, which grows under them (64 buckets first),
  * and each name lives in its own index ref, so every rename and unlink
@@ -314,20 +346,14 @@ static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, siz
 static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 {
 	char name[64], to[64];
-	struct stat st;
 	int fd, i;
 
 	if (mkdirat(srcfd, "many", 0755) < 0 ||
 	    (fd = openat(srcfd, "many/n000", O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0 ||
 	    close(fd) < 0)
 		return fail("many/n000", -errno);
-	for (i = 1; i < 200; i++) {
-		snprintf(name, sizeof(name), "many/n%03d", i);
-		if (linkat(srcfd, "many/n000", srcfd, name, 0) < 0 ||
-		    ovs_hlmap_link(m, srcfd, rel("many/n000"), rel(name)) < 0)
-			return fail(name, -errno);
-	}
-	if (expect_name_set(m, srcfd, "many/n000", 200))
+	if (link_names(m, srcfd, "many/n000", "many/n", 1, 200) ||
+	    expect_name_set(m, srcfd, "many/n000", 200))
 		return 1;
 	/* Half of them renamed in the folder, a few to another one. */
 	for (i = 0; i < 200; i += 2) {
@@ -344,28 +370,21 @@ static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 	 * 256 names) while they are in two folders. */
 	for (i = 1; i < 200; i += 2) {
 		snprintf(name, sizeof(name), "many/n%03d", i);
-		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
-		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
-			return fail(name, -errno);
+		if (unlink_name(m, srcfd, name))
+			return 1;
 	}
 	if (expect_name_set(m, srcfd, "many/r002", 100))
 		return 1;
-	for (i = 0; i < 200; i++) {
-		snprintf(name, sizeof(name), "many/z%03d", i);
-		if (linkat(srcfd, "many/r002", srcfd, name, 0) < 0 ||
-		    ovs_hlmap_link(m, srcfd, rel("many/r002"), rel(name)) < 0)
-			return fail(name, -errno);
-	}
-	if (expect_name_set(m, srcfd, "D/r000", 300))
+	if (link_names(m, srcfd, "many/r002", "many/z", 0, 200) ||
+	    expect_name_set(m, srcfd, "D/r000", 300))
 		return 1;
 	/* The ones in the other folder and ten in this one unlinked,
 	 * through the grown index. */
 	for (i = 0; i < 210; i += i < 200 ? 20 : 1) {
 		snprintf(name, sizeof(name), i < 200 ? "D/r%03d" : "many/z%03d",
 			 i < 200 ? i : i - 200);
-		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
-		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
-			return fail(name, -errno);
+		if (unlink_name(m, srcfd, name))
+			return 1;
 	}
 	if (expect_name_set(m, srcfd, "many/z010", 280))
 		return 1;
@@ -382,9 +401,8 @@ static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 			continue;
 		snprintf(name, sizeof(name), i < 200 ? "lots/r%03d" : "lots/z%03d",
 			 i < 200 ? i : i - 190);
-		if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || unlinkat(srcfd, name, 0) < 0 ||
-		    ovs_hlmap_unlink(m, rel(name), &st) < 0)
-			return fail(name, -errno);
+		if (unlink_name(m, srcfd, name))
+			return 1;
 	}
 	return expect_name_set(m, srcfd, "lots/z199", 1);
 }
