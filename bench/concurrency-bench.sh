@@ -13,7 +13,6 @@
 # they should not, and with write-behind in the copy their fsyncs should
 # not wait for the copy's dirty data either.
 #
-#
 # The floor, measured in the same rounds on the same filesystem outside
 # the volume (NATIVE=0 leaves it out): the same processes make the same
 # first changes as a program without ovsnap would, each file's old data
@@ -218,7 +217,7 @@ native_changes_ms() { timed_procs native_changes; }
 # still copying when the processes ended go to $work/copy.  FAIL when the
 # copy failed.
 native_with_copy_ms() {
-	local t0 big procs still copied=ok
+	local t0 t1 big procs still copied=ok
 
 	rm -f "$nat/big.copy"
 	fstrim "$work/$FS" 2>/dev/null || true
@@ -317,9 +316,9 @@ if [ "$NATIVE" = 1 ]; then
 			"$(mibs "$(med "${copy[$k]}")"); rounds: ${copy[$k]}"
 	done
 	echo "-- time the copy added (ms): ovsnap's, the floor's (copyup), the one against the other"
+	fadded=$(awk -v w="$(med "${with[copyup]}")" -v b="$bm" 'BEGIN { printf "%.1f", w - b }')
 	for b in "${builds[@]}"; do
 		added=$(awk -v w="$(med "${with[$b]}")" -v b="$(med "${base[$b]}")" 'BEGIN { printf "%.1f", w - b }')
-		fadded=$(awk -v w="$(med "${with[copyup]}")" -v b="$bm" 'BEGIN { printf "%.1f", w - b }')
 		sr=$(ratio "$(med "${with[$b]}")" "$(med "${base[$b]}")")
 		row "daemon: $b" "$added" "$fadded" "$(ratio "$added" "$fadded")" \
 			"slowdown ${sr} against the floor's ${nr[copyup]}: $(ratio "$sr" "${nr[copyup]}"); against direct's $(ratio "$sr" "${nr[direct]}"), cp's $(ratio "$sr" "${nr[cp]}")"
