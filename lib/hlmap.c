@@ -57,9 +57,9 @@ struct hl_name {
 
 /* A name's place in the map's index of names, which also keeps the name
  * (one allocation per name, not two: the map holds every name of every
- * linked inode of SRC).  Several names of one entry may share a bucket:
- * any of their refs leads to the entry, whose few names are then
- * compared; a ref is told from another by its name's address. */
+ * linked inode of SRC).  Names that share a bucket are told apart by the
+ * ref's name, then by the directory of the entry's name that points to
+ * it: a ref is its name's, and only its name's. */
 struct hl_ref {
 	struct hl_ref *next;
 	struct hl_entry *e;
