@@ -582,10 +582,12 @@ static int dir_is_empty(int dirfd, const char *name)
 	return empty;
 }
 
-/* The names under SRC of the hard-linked object at path, for its node
- * when path goes away: other_of() is another one, or NULL. */
+/* Two names under SRC of the hard-linked object at path, for its node
+ * when path goes away: other_of() is the other one, or NULL.  Only one
+ * other: an unlink or rename of each name of a file with n links would
+ * otherwise copy all n names, quadratic in n. */
 struct other_names {
-	struct ovs_relpath *names;	/* names[0] is path itself */
+	struct ovs_relpath *names;	/* names[0] is path itself, n <= 2 */
 	size_t n;
 };
 
@@ -593,7 +595,7 @@ static void other_names_get(const struct ovs_relpath *path, const struct stat *s
 			    struct other_names *o)
 {
 	if (S_ISDIR(st->st_mode) || st->st_nlink < 2 || !D.hlmap ||
-	    ovs_hlmap_names(D.hlmap, D.srcfd, path, &o->names, &o->n) < 0) {
+	    ovs_hlmap_names_max(D.hlmap, D.srcfd, path, 2, &o->names, &o->n) < 0) {
 		o->names = NULL;
 		o->n = 0;
 	}

@@ -925,8 +925,8 @@ int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
 	return rc;
 }
 
-int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
-		    struct ovs_relpath **names, size_t *n)
+int ovs_hlmap_names_max(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
+			size_t max, struct ovs_relpath **names, size_t *n)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct ovs_relpath *out = NULL;
@@ -951,6 +951,8 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *pa
 	}
 	if (e)
 		cnt += e->n;
+	if (max && cnt > max)
+		cnt = max;
 	out = calloc(cnt, sizeof(*out));
 	cnt = 0;
 	/* path first, then the others */
@@ -959,7 +961,7 @@ int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *pa
 	out[0].srcdirfd = path->srcdirfd;
 	cnt = 1;
 	w = where_of(m, path);
-	for (i = 0; e && i < e->n; i++) {
+	for (i = 0; e && i < e->n && cnt < max; i++) {
 		if (name_is(&e->names[i], &w))
 			continue;
 		if (chain_of(&e->names[i], &out[cnt]) < 0)
@@ -974,6 +976,12 @@ nomem:
 	pthread_mutex_unlock(&m->lock);
 	ovs_hlmap_names_free(out, cnt);
 	return ovs_err(ENOMEM, "hard link map: out of memory");
+}
+
+int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
+		    struct ovs_relpath **names, size_t *n)
+{
+	return ovs_hlmap_names_max(m, srcfd, path, SIZE_MAX, names, n);
 }
 
 void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n)

@@ -130,6 +130,11 @@ int ovs_hlmap_exchange(struct ovs_hlmap *m, const struct ovs_relpath *a,
  * invalid (above). */
 int ovs_hlmap_names(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
 		    struct ovs_relpath **names, size_t *n);
+/* The same, at most max of them (max >= 1): path and max - 1 others.
+ * Costs what it returns, not the inode's links: a change that needs one
+ * other name of a file with 60,000 copies no more than one. */
+int ovs_hlmap_names_max(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath *path,
+			size_t max, struct ovs_relpath **names, size_t *n);
 void ovs_hlmap_names_free(struct ovs_relpath *names, size_t n);
 
 /* ---- the rules ------------------------------------------------------------ */

@@ -339,6 +339,40 @@ static int unlink_name(struct ovs_hlmap *m, int srcfd, const char *name)
 	return ovs_hlmap_unlink(m, rel(name), &st) < 0 ? fail(name, -EIO) : 0;
 }
 
+/* ovs_hlmap_names_max(path, max) of an inode with many names: path
+ * first, then max - 1 other names of it (the daemon asks for one other
+ * name at each unlink and rename, which must not cost all of them). */
+static int expect_names_max(struct ovs_hlmap *m, int srcfd, const char *path, size_t max)
+{
+	struct ovs_relpath *names;
+	struct stat st, nst;
+	size_t n, i;
+	char *s;
+	int rc = ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n), bad = 0;
+
+	if (rc < 0)
+		return fail(path, rc);
+	if (n != max) {
+		fprintf(stderr, "preserve-test: %s: %zu names at most %zu, want %zu\n", path, n,
+			max, max);
+		bad = 1;
+	}
+	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		bad = fail(path, -errno);
+	for (i = 0; i < n; i++) {
+		s = ovs_relpath_join(&names[i]);
+		if (!s || (i == 0) != !strcmp(s, path) ||
+		    fstatat(srcfd, s, &nst, AT_SYMLINK_NOFOLLOW) < 0 || nst.st_ino != st.st_ino) {
+			fprintf(stderr, "preserve-test: %s: name %zu of at most %zu is %s\n", path,
+				i, max, s ? s : "?");
+			bad = 1;
+		}
+		free(s);
+	}
+	ovs_hlmap_names_free(names, n);
+	return bad;
+}
+
 /* One inode with hundreds of names in two folders: they share buckets of
  * the map's index of names, which grows under them (64 buckets first),
  * and each name lives in its own index ref, so every rename and unlink
@@ -376,7 +410,10 @@ static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 	if (expect_name_set(m, srcfd, "many/r002", 100))
 		return 1;
 	if (link_names(m, srcfd, "many/r002", "many/z", 0, 200) ||
-	    expect_name_set(m, srcfd, "D/r000", 300))
+	    expect_name_set(m, srcfd, "D/r000", 300) ||
+	    expect_names_max(m, srcfd, "many/z123", 1) ||
+	    expect_names_max(m, srcfd, "many/z123", 2) ||
+	    expect_names_max(m, srcfd, "D/r000", 7))
 		return 1;
 	/* The ones in the other folder and ten in this one unlinked,
 	 * through the grown index. */
@@ -405,6 +442,36 @@ static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 			return 1;
 	}
 	return expect_name_set(m, srcfd, "lots/z199", 1);
+}
+
+/* One inode under the same name in 300 folders: names that share a bucket
+ * of the index differ only by their folder, so each unlink must find the
+ * name of its own folder (find_name() compares the folder too). */
+static int hlmap_same_name(struct ovs_hlmap *m, int srcfd)
+{
+	char name[64];
+	int fd, i;
+
+	if (mkdirat(srcfd, "same", 0755) < 0 ||
+	    (fd = openat(srcfd, "same/x", O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0 ||
+	    close(fd) < 0)
+		return fail("same/x", -errno);
+	for (i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "same/d%03d", i);
+		if (mkdirat(srcfd, name, 0755) < 0)
+			return fail(name, -errno);
+		snprintf(name, sizeof(name), "same/d%03d/x", i);
+		if (link_name(m, srcfd, "same/x", name))
+			return 1;
+	}
+	if (expect_name_set(m, srcfd, "same/x", 301))
+		return 1;
+	for (i = 1; i < 300; i += 2) {
+		snprintf(name, sizeof(name), "same/d%03d/x", i);
+		if (unlink_name(m, srcfd, name))
+			return 1;
+	}
+	return expect_name_set(m, srcfd, "same/d000/x", 151);
 }
 
 /* SRC holds a (2 links: a, d/b), single, and d/c linked from outside. */
@@ -477,7 +544,7 @@ static int hlmap_selftest(const char *src)
 		return fail("rename file", -errno);
 	if (expect_names(m, srcfd, "y/l2", 3) || expect_names(m, srcfd, "a", 3))
 		return 1;
-	if (hlmap_many_names(m, srcfd))
+	if (hlmap_many_names(m, srcfd) || hlmap_same_name(m, srcfd))
 		return 1;
 	/* An update that fails (here: a link whose new name is not there)
 	 * makes the map refuse to name linked files rather than name too
