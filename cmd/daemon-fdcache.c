@@ -397,7 +397,7 @@ static void pin_slot_locked(struct dnode *n)
 	pin_locked(n, fd);
 }
 
-void fdcache_pin(struct dnode *n)
+void fdcache_pin(struct dnode *n, bool may_open)
 {
 	int fd;
 
@@ -409,7 +409,7 @@ void fdcache_pin(struct dnode *n)
 		return;
 	}
 	pthread_mutex_unlock(&C.lock);
-	if (!n->fh_bytes)
+	if (!n->fh_bytes || !may_open)
 		return;
 	/* Still in memory if anyone holds it open; gone (ESTALE) otherwise,
 	 * and then nobody can reach it through the node either. */
@@ -422,6 +422,20 @@ void fdcache_pin(struct dnode *n)
 		fd = -1;
 	} else if (n->pinned_fd < 0) {
 		pin_slot_locked(n);	/* a get raced with us */
+	}
+	pthread_mutex_unlock(&C.lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+void fdcache_pin_fd(struct dnode *n, int fd)
+{
+	pthread_mutex_lock(&C.lock);
+	if (n->pinned_fd < 0 && n->fd_slot < 0) {
+		pin_locked(n, fd);
+		fd = -1;
+	} else if (n->pinned_fd < 0) {
+		pin_slot_locked(n);
 	}
 	pthread_mutex_unlock(&C.lock);
 	if (fd >= 0)

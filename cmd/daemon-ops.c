@@ -1156,8 +1156,9 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct ovs_relpath path = { .srcdirfd = -1 };
 	struct other_names other = { 0 };
 	struct busy_keys keys = { .n = 0 }, *ks = &keys;
+	struct node_known k = { .bytes = 0 };
 	struct stat st;
-	int rc, err = 0;
+	int rc, err = 0, keep = -1;
 
 	keys_add(ks, parent->dev, parent->ino);
 #ifndef OVS_MUTANT_UNLINK_UNMARKED	/* make check-mutants: the object unmarked */
@@ -1192,7 +1193,9 @@ again:
 	if (!err) {
 		if (D.hlmap && st.st_nlink > 1)
 			ovs_hlmap_unlink(D.hlmap, &path, &st);
-		node_update_removed(st.st_dev, st.st_ino, parent, name, other_of(&other));
+		if (!other_of(&other))
+			keep = node_removed_fd(st.st_dev, st.st_ino, &k);
+		node_update_removed(st.st_dev, st.st_ino, parent, name, other_of(&other), keep, &k);
 	}
 	ns_change_end();
 	ovs_hlmap_names_free(other.names, other.n);
@@ -1214,6 +1217,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct dnode *parent = node_of(parent_ino);
 	struct ovs_relpath path = { .srcdirfd = -1 };
 	struct busy_keys keys = { .n = 0 }, *ks = &keys;
+	struct node_known k = { .bytes = 0 };
 	struct stat st;
 	int rc, err = 0;
 
@@ -1247,7 +1251,8 @@ again:
 		err = -rc;
 	}
 	if (!err)
-		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL);
+		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL,
+				    node_removed_fd(st.st_dev, st.st_ino, &k), &k);
 	ns_change_end();
 	node_relpath_free(&path);
 	fuse_reply_err(req, err);
@@ -1375,6 +1380,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	};
 	struct other_names other = { 0 };
 	struct busy_keys keys = { .n = 0 }, *ks;
+	struct node_known k = { .bytes = 0 };
 	int rc, err = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -1426,7 +1432,10 @@ again:
 		}
 		if (a.target_exists)
 			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname,
-					    other_of(&other));
+					    other_of(&other),
+					    other_of(&other) ? -1 :
+					    node_removed_fd(a.st_to.st_dev, a.st_to.st_ino, &k),
+					    &k);
 		node_update_moved(a.st_from.st_dev, a.st_from.st_ino, a.parent, name,
 				  a.newparent, newname);
 	}

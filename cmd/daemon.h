@@ -238,10 +238,18 @@ const char *node_describe(struct dnode *n, char *buf, size_t len);
  * lookup racing the change may have added one meanwhile. */
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
+/*
+ * Once the last name under SRC of the object dev/ino went (an unlink,
+ * rmdir, or rename over it): an O_PATH fd of it opened by its node's
+ * handle, for node_update_removed() to keep, or -1: no node, a node with
+ * an fd already, or the object is gone.  *k: the node's handle, for
+ * node_update_removed() to know the node again (k->bytes 0: not tried).
+ */
+int node_removed_fd(dev_t dev, ino_t ino, struct node_known *k);
 /* other: another name of a hard-linked file, or NULL when the object
- * left the tree. */
+ * left the tree.  keep, k: from node_removed_fd() (keep consumed). */
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
-			 const struct ovs_relpath *other);
+			 const struct ovs_relpath *other, int keep, const struct node_known *k);
 /* Whether a node hangs from the node of dev/ino (an rmdir under ns_lock
  * for reading must not free a name on such a node's chain). */
 bool node_has_children(dev_t dev, ino_t ino);
@@ -277,9 +285,12 @@ void fdcache_init(void);
 /* fd (an O_PATH fd of n's object, consumed) as n's cached fd, or its
  * pinned one when n has no handle; closed when n has an fd already. */
 void fdcache_offer(struct dnode *n, int fd);
-/* n's object left the tree: keep its fd for good (opened from the handle
- * if it is not cached and the object is still in memory). */
-void fdcache_pin(struct dnode *n);
+/* n's object left the tree: keep its fd for good (with may_open, opened
+ * from the handle if it is not cached and the object is still in memory). */
+void fdcache_pin(struct dnode *n, bool may_open);
+/* The same with fd, an O_PATH fd of n's object opened before it left
+ * (consumed: closed when n has an fd already). */
+void fdcache_pin_fd(struct dnode *n, int fd);
 /* n is being freed: close its fd. */
 void fdcache_forget(struct dnode *n);
 /* Whether an fd of n is open now, cached or pinned. */

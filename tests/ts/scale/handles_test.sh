@@ -282,4 +282,42 @@ PY
 	assertEquals "its mode and link count" "600 0" "$OVS_OUT"
 }
 
+# The same with the node's fd evicted before the unlink: the daemon opens
+# the removed file by its handle once the name is gone (outside its node
+# lock; the file lives on, open), and keeps that fd for the node.
+test_removed_open_file_without_cached_fd() {
+	local src pid
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir -p "$src/fill"
+	echo data >"$src/gone"
+	touch $(seq -f "$src/fill/f%g" 1 300)
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	pid=$(status_field pid "$(daemon_status)")
+	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+	cat >"$OVS_TMP/removed.py" <<'PY'
+import os, sys
+src = sys.argv[1]
+fd = os.open(src + "/gone", os.O_RDWR)
+for name in os.listdir(src + "/fill"):
+    os.stat(src + "/fill/" + name)
+os.unlink(src + "/gone")
+for name in os.listdir(src + "/fill"):
+    os.stat(src + "/fill/" + name)
+magic = "/proc/self/fd/%d" % fd
+os.chmod(magic, 0o600)
+os.utime(magic, (1000000000, 1000000000))
+with open(magic) as f:
+    data = f.read().strip()
+st = os.stat(magic)
+print("%o %d %d %s" % (st.st_mode & 0o7777, st.st_nlink, st.st_mtime, data))
+os.close(fd)
+PY
+	ovs_run "$ovs__python3" "$OVS_TMP/removed.py" "$src"
+	assertEquals "chmod, utime and open of the removed file: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "its mode, link count, mtime and data" "600 0 1000000000 data" "$OVS_OUT"
+}
+
 . "$SHUNIT2"
