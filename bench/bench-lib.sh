@@ -31,6 +31,19 @@ bench_our_daemons() {
 	return 0
 }
 
+# bench_daemon_of SRC: the pid of our ovsnapd serving SRC (nothing if none)
+bench_daemon_of() {
+	local p
+
+	for p in $(bench_our_daemons); do
+		if [[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" == *" $1 "* ]]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 0
+}
+
 bench_unmount_all() {
 	local m
 

@@ -45,8 +45,7 @@ one_run() {
 	t0=$(now)
 	if [ "$d" != native ]; then
 		OVSNAPD=$d "$OVSNAP" take "$src" >/dev/null
-		pid=$(bench_our_daemons | while read -r p; do
-			tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF "$src " && echo "$p"; done | head -1)
+		pid=$(bench_daemon_of "$src")
 		[ -n "$pid" ] || { echo "bench: no daemon for $src" >&2; exit 1; }
 	fi
 	t1=$(now)

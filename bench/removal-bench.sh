@@ -8,7 +8,7 @@
 # median and longest latency, and the delete's time.  With bpftrace
 # installed, also the daemon's open_by_handle_at calls (how many failed,
 # how many took over 0.5 ms, the longest): made under the daemon's node
-# lock, a slow one holds up every lookup.
+# lock (as before 2026-12-07), a slow one holds up every lookup.
 # With OVSNAPD_BASE=/path/to/ovsnapd (another build), its daemon serves
 # an identical fresh volume in the same rounds, in turns; ${ROUNDS:-2}
 # rounds, each one's figures printed.
@@ -41,6 +41,9 @@ for i in range(n):
     t = time.perf_counter()
     os.stat("%s/f%08d" % (top, i))
     lat.append(time.perf_counter() - t)
+if not lat:
+    print("lookups 0 (the delete ended first)")
+    sys.exit(0)
 lat.sort()
 k = len(lat)
 print("lookups %d, median %.0f us, longest %.1f ms" % (k, lat[k // 2] * 1e6, lat[-1] * 1e3))
@@ -55,8 +58,7 @@ one_run() {
 	mkdir -p "$src/L" "$src/D"
 	"$FILEOPS" create "$src/L" "$LOOKUPS" 0 >/dev/null
 	OVSNAPD=$d "$OVSNAP" take "$src" >/dev/null
-	pid=$(bench_our_daemons | while read -r p; do
-		tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF "$src " && echo "$p"; done | head -1)
+	pid=$(bench_daemon_of "$src")
 	[ -n "$pid" ] || { echo "bench: no daemon for $src" >&2; exit 1; }
 	"$FILEOPS" create "$src/D" "$FILES" 4096 >/dev/null
 	sync
@@ -80,7 +82,7 @@ END { clear(@o); }" >"$work/bpf" 2>&1 &
 	t1=$(now)
 	printf '%-6s delete %s ms; %s' "$name" "$(ms "$t0" "$t1")" "$probe"
 	if [ -n "$bp" ]; then
-		kill -INT "$bp"
+		kill -INT "$bp" 2>/dev/null || true
 		wait "$bp" || true
 		printf '; daemon: %s' "$(awk -F': *' '/^@/ { sub(/^@/, "", $1); printf "%s %s, ", $1, $2 }' "$work/bpf" | sed 's/, $//')"
 	fi

@@ -756,7 +756,8 @@ fail:
  * removal: then every such delete opens and later closes an object about
  * to be freed, and took 1.16 to 1.19 times as long.
  */
-int node_removed_fd(dev_t dev, ino_t ino, struct node_known *k)
+int node_removed_fd(dev_t dev, ino_t ino, const struct dnode *parent, const char *name,
+		    struct node_known *k)
 {
 	struct {
 		struct file_handle fh;
@@ -767,7 +768,9 @@ int node_removed_fd(dev_t dev, ino_t ino, struct node_known *k)
 	k->bytes = 0;
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
-	if (n && n->fh_bytes && !fdcache_holds(n)) {
+	/* only a node node_update_removed() takes out of the tree */
+	if (n && n->parent == parent && n->name && strcmp(n->name, name) == 0 &&
+	    n->fh_bytes && !fdcache_holds(n)) {
 		k->bytes = n->fh_bytes;
 		k->type = n->fh_type;
 		memcpy(k->fh, n->fh, n->fh_bytes);

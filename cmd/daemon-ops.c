@@ -1194,7 +1194,7 @@ again:
 		if (D.hlmap && st.st_nlink > 1)
 			ovs_hlmap_unlink(D.hlmap, &path, &st);
 		if (!other_of(&other))
-			keep = node_removed_fd(st.st_dev, st.st_ino, &k);
+			keep = node_removed_fd(st.st_dev, st.st_ino, parent, name, &k);
 		node_update_removed(st.st_dev, st.st_ino, parent, name, other_of(&other), keep, &k);
 	}
 	ns_change_end();
@@ -1252,7 +1252,7 @@ again:
 	}
 	if (!err)
 		node_update_removed(st.st_dev, st.st_ino, parent, name, NULL,
-				    node_removed_fd(st.st_dev, st.st_ino, &k), &k);
+				    node_removed_fd(st.st_dev, st.st_ino, parent, name, &k), &k);
 	ns_change_end();
 	node_relpath_free(&path);
 	fuse_reply_err(req, err);
@@ -1434,7 +1434,8 @@ again:
 			node_update_removed(a.st_to.st_dev, a.st_to.st_ino, a.newparent, newname,
 					    other_of(&other),
 					    other_of(&other) ? -1 :
-					    node_removed_fd(a.st_to.st_dev, a.st_to.st_ino, &k),
+					    node_removed_fd(a.st_to.st_dev, a.st_to.st_ino,
+							    a.newparent, newname, &k),
 					    &k);
 		node_update_moved(a.st_from.st_dev, a.st_from.st_ino, a.parent, name,
 				  a.newparent, newname);

@@ -239,13 +239,14 @@ const char *node_describe(struct dnode *n, char *buf, size_t len);
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
 /*
- * Once the last name under SRC of the object dev/ino went (an unlink,
+ * Once the last name under SRC of the object dev/ino, parent/name, went (an unlink,
  * rmdir, or rename over it): an O_PATH fd of it opened by its node's
  * handle, for node_update_removed() to keep, or -1: no node, a node with
  * an fd already, or the object is gone.  *k: the node's handle, for
  * node_update_removed() to know the node again (k->bytes 0: not tried).
  */
-int node_removed_fd(dev_t dev, ino_t ino, struct node_known *k);
+int node_removed_fd(dev_t dev, ino_t ino, const struct dnode *parent, const char *name,
+		    struct node_known *k);
 /* other: another name of a hard-linked file, or NULL when the object
  * left the tree.  keep, k: from node_removed_fd() (keep consumed). */
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,

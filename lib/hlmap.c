@@ -937,6 +937,8 @@ int ovs_hlmap_names_max(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath
 	size_t i, cnt = 1;
 	int rc;
 
+	if (!max)
+		return ovs_err(EINVAL, "names of %s: none asked for", DESCRIBE(path, what));
 	rc = key_of_path(srcfd, path, &k, &st);
 	if (rc < 0)
 		return ovs_err(-rc, "file handle of %s: %s", DESCRIBE(path, what), strerror(-rc));
@@ -951,7 +953,7 @@ int ovs_hlmap_names_max(struct ovs_hlmap *m, int srcfd, const struct ovs_relpath
 	}
 	if (e)
 		cnt += e->n;
-	if (max && cnt > max)
+	if (cnt > max)
 		cnt = max;
 	out = calloc(cnt, sizeof(*out));
 	cnt = 0;

@@ -339,36 +339,50 @@ static int unlink_name(struct ovs_hlmap *m, int srcfd, const char *name)
 	return ovs_hlmap_unlink(m, rel(name), &st) < 0 ? fail(name, -EIO) : 0;
 }
 
-/* ovs_hlmap_names_max(path, max) of an inode with many names: path
- * first, then max - 1 other names of it (the daemon asks for one other
- * name at each unlink and rename, which must not cost all of them). */
+/* ovs_hlmap_names_max(path, max) of an inode with at least max names:
+ * path first, then max - 1 other names of it, no two alike (the daemon
+ * asks for one other name at each unlink and rename, which must not cost
+ * all of them). */
 static int expect_names_max(struct ovs_hlmap *m, int srcfd, const char *path, size_t max)
 {
 	struct ovs_relpath *names;
 	struct stat st, nst;
-	size_t n, i;
-	char *s;
+	size_t n, i, j;
+	char **s;
 	int rc = ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n), bad = 0;
 
 	if (rc < 0)
 		return fail(path, rc);
+	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		ovs_hlmap_names_free(names, n);
+		return fail(path, -errno);
+	}
 	if (n != max) {
 		fprintf(stderr, "preserve-test: %s: %zu names at most %zu, want %zu\n", path, n,
 			max, max);
 		bad = 1;
 	}
-	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		bad = fail(path, -errno);
-	for (i = 0; i < n; i++) {
-		s = ovs_relpath_join(&names[i]);
-		if (!s || (i == 0) != !strcmp(s, path) ||
-		    fstatat(srcfd, s, &nst, AT_SYMLINK_NOFOLLOW) < 0 || nst.st_ino != st.st_ino) {
+	s = calloc(n, sizeof(*s));
+	for (i = 0; s && i < n; i++) {
+		s[i] = ovs_relpath_join(&names[i]);
+		if (!s[i] || (i == 0) != !strcmp(s[i], path) ||
+		    fstatat(srcfd, s[i], &nst, AT_SYMLINK_NOFOLLOW) < 0 || nst.st_ino != st.st_ino) {
 			fprintf(stderr, "preserve-test: %s: name %zu of at most %zu is %s\n", path,
-				i, max, s ? s : "?");
+				i, max, s[i] ? s[i] : "?");
 			bad = 1;
 		}
-		free(s);
+		for (j = 0; s[i] && j < i; j++) {
+			if (s[j] && !strcmp(s[i], s[j])) {
+				fprintf(stderr, "preserve-test: %s: name %s twice\n", path, s[i]);
+				bad = 1;
+			}
+		}
 	}
+	if (!s)
+		bad = fail(path, -ENOMEM);
+	for (i = 0; s && i < n; i++)
+		free(s[i]);
+	free(s);
 	ovs_hlmap_names_free(names, n);
 	return bad;
 }
@@ -415,6 +429,15 @@ static int hlmap_many_names(struct ovs_hlmap *m, int srcfd)
 	    expect_names_max(m, srcfd, "many/z123", 2) ||
 	    expect_names_max(m, srcfd, "D/r000", 7))
 		return 1;
+	{
+		struct ovs_relpath *none;
+		size_t nnone;
+
+		if (ovs_hlmap_names_max(m, srcfd, rel("D/r000"), 0, &none, &nnone) >= 0) {
+			ovs_hlmap_names_free(none, nnone);
+			return fail("names_max of no names succeeded", -EINVAL);
+		}
+	}
 	/* The ones in the other folder and ten in this one unlinked,
 	 * through the grown index. */
 	for (i = 0; i < 210; i += i < 200 ? 20 : 1) {

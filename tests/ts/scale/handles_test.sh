@@ -249,21 +249,28 @@ test_user_request_reopens_an_evicted_fd() {
 		"$(getfattr --only-values -n user.k "$src/mine" 2>/dev/null)"
 }
 
+# SRC on a fresh FS with gone (its data "data") and 300 files in fill,
+# taken; the daemon's fd limit at 128 (its cache: 32), so that a stat of
+# fill's files evicts every other fd.  Sets src and pid (the daemon's).
+removed_file_volume() {
+	ovs_mkfs "$1" || return
+	src=$OVS_MNT/src
+	mkdir -p "$src/fill"
+	echo data >"$src/gone"
+	touch $(seq -f "$src/fill/f%g" 1 300)
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return
+	pid=$(status_field pid "$(daemon_status)")
+	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+}
+
 # A file removed while open keeps its node's fd (a handle may not open
 # an unlinked inode again): a chmod through the open descriptor (a
 # SETATTR without a file handle) reaches it after the cache has moved on.
 test_removed_open_file_keeps_its_fd() {
 	local src pid
 
-	ovs_mkfs ext4 || return
-	src=$OVS_MNT/src
-	mkdir -p "$src/fill"
-	echo data >"$src/gone"
-	touch $(seq -f "$src/fill/f%g" 1 300)
-	ovs_run "$OVSNAP" take "$src"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
-	pid=$(status_field pid "$(daemon_status)")
-	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+	removed_file_volume ext4 || return
 	cat >"$OVS_TMP/removed.py" <<'PY'
 import os, sys
 src = sys.argv[1]
@@ -284,28 +291,29 @@ PY
 
 # The same with the node's fd evicted before the unlink: the daemon opens
 # the removed file by its handle once the name is gone (outside its node
-# lock; the file lives on, open), and keeps that fd for the node.
+# lock; the file lives on, open), and keeps that fd for the node, which
+# another walk of fill does not evict: two fds of the removed file then
+# (the open file's and the node's), one had it not kept it.
 test_removed_open_file_without_cached_fd() {
 	local src pid
 
-	ovs_mkfs xfs || return
-	src=$OVS_MNT/src
-	mkdir -p "$src/fill"
-	echo data >"$src/gone"
-	touch $(seq -f "$src/fill/f%g" 1 300)
-	ovs_run "$OVSNAP" take "$src"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
-	pid=$(status_field pid "$(daemon_status)")
-	prlimit --pid "$pid" --nofile=128:128 || fail "prlimit"
+	removed_file_volume xfs || return
 	cat >"$OVS_TMP/removed.py" <<'PY'
 import os, sys
-src = sys.argv[1]
+src, pid = sys.argv[1], sys.argv[2]
 fd = os.open(src + "/gone", os.O_RDWR)
 for name in os.listdir(src + "/fill"):
     os.stat(src + "/fill/" + name)
 os.unlink(src + "/gone")
 for name in os.listdir(src + "/fill"):
     os.stat(src + "/fill/" + name)
+held = 0
+for f in os.listdir("/proc/%s/fd" % pid):
+    try:
+        held += os.readlink("/proc/%s/fd/%s" % (pid, f)).endswith("/gone (deleted)")
+    except OSError:
+        pass
+print("daemon holds %d" % held)
 magic = "/proc/self/fd/%d" % fd
 os.chmod(magic, 0o600)
 os.utime(magic, (1000000000, 1000000000))
@@ -315,9 +323,11 @@ st = os.stat(magic)
 print("%o %d %d %s" % (st.st_mode & 0o7777, st.st_nlink, st.st_mtime, data))
 os.close(fd)
 PY
-	ovs_run "$ovs__python3" "$OVS_TMP/removed.py" "$src"
+	ovs_run "$ovs__python3" "$OVS_TMP/removed.py" "$src" "$pid"
 	assertEquals "chmod, utime and open of the removed file: $(ovs_ran)" 0 "$OVS_RC"
-	assertEquals "its mode, link count, mtime and data" "600 0 1000000000 data" "$OVS_OUT"
+	assertEquals "the daemon's fds of it; its mode, link count, mtime and data" \
+		"daemon holds 2
+600 0 1000000000 data" "$OVS_OUT"
 }
 
 . "$SHUNIT2"
