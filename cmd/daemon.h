@@ -239,11 +239,12 @@ const char *node_describe(struct dnode *n, char *buf, size_t len);
 void node_update_moved(dev_t dev, ino_t ino, struct dnode *oldp, const char *oldn,
 		       struct dnode *newp, const char *newn);
 /*
- * Once the last name under SRC of the object dev/ino, parent/name, went (an unlink,
- * rmdir, or rename over it): an O_PATH fd of it opened by its node's
- * handle, for node_update_removed() to keep, or -1: no node, a node with
- * an fd already, or the object is gone.  *k: the node's handle, for
- * node_update_removed() to know the node again (k->bytes 0: not tried).
+ * Once parent/name, the last name under SRC of the object dev/ino, went
+ * (an unlink, rmdir, or rename over it): an O_PATH fd of the object opened
+ * by its node's handle, for node_update_removed() to keep, or -1: no node
+ * of that name, a node with an fd already, or the object is gone.  *k:
+ * the node's handle, for node_update_removed() to know the node again
+ * (k->bytes 0: no open tried).
  */
 int node_removed_fd(dev_t dev, ino_t ino, const struct dnode *parent, const char *name,
 		    struct node_known *k);
@@ -289,8 +290,8 @@ void fdcache_offer(struct dnode *n, int fd);
 /* n's object left the tree: keep its fd for good (with may_open, opened
  * from the handle if it is not cached and the object is still in memory). */
 void fdcache_pin(struct dnode *n, bool may_open);
-/* The same with fd, an O_PATH fd of n's object opened before it left
- * (consumed: closed when n has an fd already). */
+/* The same with fd, an O_PATH fd of n's object (node_removed_fd()),
+ * consumed: closed when n has an fd already. */
 void fdcache_pin_fd(struct dnode *n, int fd);
 /* n is being freed: close its fd. */
 void fdcache_forget(struct dnode *n);
