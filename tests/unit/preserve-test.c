@@ -266,27 +266,26 @@ static int expect_names(struct ovs_hlmap *m, int srcfd, const char *path, size_t
 	return 0;
 }
 
-/* SRC's object at path has exactly want names in the map, each a name in
- * SRC of that same inode, no two alike. */
-static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+/* names[0..n) from the map for path: each a name in SRC of path's inode
+ * (st), no two alike, and with path_first names[0] is path itself; says
+ * what is wrong, and 1, or 0. */
+static int names_check(int srcfd, const char *path, const struct stat *st,
+		       const struct ovs_relpath *names, size_t n, bool path_first)
 {
-	struct ovs_relpath *names;
-	struct stat st, nst;
-	size_t n, i, j;
-	char **s;
-	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n), bad = 0;
+	struct stat nst;
+	size_t i, j;
+	char **s = calloc(n ? n : 1, sizeof(*s));
+	int bad = 0;
 
-	if (rc < 0)
-		return fail(path, rc);
-	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return fail(path, -errno);
-	s = calloc(n, sizeof(*s));
-	for (i = 0; s && i < n; i++) {
+	if (!s)
+		return fail(path, -ENOMEM);
+	for (i = 0; i < n; i++) {
 		s[i] = ovs_relpath_join(&names[i]);
-		if (!s[i] || fstatat(srcfd, s[i], &nst, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    nst.st_ino != st.st_ino) {
-			fprintf(stderr, "preserve-test: %s: name %s is not one of its names\n", path,
-				s[i] ? s[i] : "?");
+		if (!s[i] || (path_first && (i == 0) != !strcmp(s[i], path)) ||
+		    fstatat(srcfd, s[i], &nst, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    nst.st_ino != st->st_ino) {
+			fprintf(stderr, "preserve-test: %s: name %zu, %s, is not one of its names%s\n",
+				path, i, s[i] ? s[i] : "?", path_first ? " (path first)" : "");
 			bad = 1;
 		}
 		for (j = 0; s[i] && j < i; j++) {
@@ -296,13 +295,32 @@ static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, siz
 			}
 		}
 	}
-	if (!s || n != want) {
+	for (i = 0; i < n; i++)
+		free(s[i]);
+	free(s);
+	return bad;
+}
+
+/* SRC's object at path has exactly want names in the map, each a name in
+ * SRC of that same inode, no two alike. */
+static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+{
+	struct ovs_relpath *names;
+	struct stat st;
+	size_t n;
+	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n), bad;
+
+	if (rc < 0)
+		return fail(path, rc);
+	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		ovs_hlmap_names_free(names, n);
+		return fail(path, -errno);
+	}
+	bad = names_check(srcfd, path, &st, names, n, false);
+	if (n != want) {
 		fprintf(stderr, "preserve-test: %s: %zu names, want %zu\n", path, n, want);
 		bad = 1;
 	}
-	for (i = 0; s && i < n; i++)
-		free(s[i]);
-	free(s);
 	ovs_hlmap_names_free(names, n);
 	return bad;
 }
@@ -346,10 +364,9 @@ static int unlink_name(struct ovs_hlmap *m, int srcfd, const char *name)
 static int expect_names_max(struct ovs_hlmap *m, int srcfd, const char *path, size_t max)
 {
 	struct ovs_relpath *names;
-	struct stat st, nst;
-	size_t n, i, j;
-	char **s;
-	int rc = ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n), bad = 0;
+	struct stat st;
+	size_t n;
+	int rc = ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n), bad;
 
 	if (rc < 0)
 		return fail(path, rc);
@@ -357,32 +374,12 @@ static int expect_names_max(struct ovs_hlmap *m, int srcfd, const char *path, si
 		ovs_hlmap_names_free(names, n);
 		return fail(path, -errno);
 	}
+	bad = names_check(srcfd, path, &st, names, n, true);
 	if (n != max) {
 		fprintf(stderr, "preserve-test: %s: %zu names at most %zu, want %zu\n", path, n,
 			max, max);
 		bad = 1;
 	}
-	s = calloc(n, sizeof(*s));
-	for (i = 0; s && i < n; i++) {
-		s[i] = ovs_relpath_join(&names[i]);
-		if (!s[i] || (i == 0) != !strcmp(s[i], path) ||
-		    fstatat(srcfd, s[i], &nst, AT_SYMLINK_NOFOLLOW) < 0 || nst.st_ino != st.st_ino) {
-			fprintf(stderr, "preserve-test: %s: name %zu of at most %zu is %s\n", path,
-				i, max, s[i] ? s[i] : "?");
-			bad = 1;
-		}
-		for (j = 0; s[i] && j < i; j++) {
-			if (s[j] && !strcmp(s[i], s[j])) {
-				fprintf(stderr, "preserve-test: %s: name %s twice\n", path, s[i]);
-				bad = 1;
-			}
-		}
-	}
-	if (!s)
-		bad = fail(path, -ENOMEM);
-	for (i = 0; s && i < n; i++)
-		free(s[i]);
-	free(s);
 	ovs_hlmap_names_free(names, n);
 	return bad;
 }
