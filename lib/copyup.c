@@ -834,6 +834,73 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
 	return rc == 1 ? 0 : rc;
 }
 
+/* Does (dfd, name) carry a trusted.overlay.* xattr (rule 14), or more
+ * names than a look costs here?  Either way it is copied, not moved. */
+static bool overlay_xattr_or_many(int dfd, const char *name)
+{
+	char list[4096];
+	ssize_t len = ovs_llistxattrat(dfd, name, list, sizeof(list));
+	size_t plen = strlen(OVL_XATTR_PREFIX);
+
+	if (len == -ENOTSUP)
+		return false;
+	if (len < 0)
+		return true;
+	for (char *p = list; p < list + len; p += strlen(p) + 1)
+		if (strncmp(p, OVL_XATTR_PREFIX, plen) == 0)
+			return true;
+	return false;
+}
+
+int ovs_move_into(struct ovs_layer *l, int sdirfd, const char *name, const struct stat *known,
+		  int udirfd, bool *moved)
+{
+	struct timespec times[2];
+	struct statx stx;
+	pthread_mutex_t *m;
+	int rc, r;
+
+	*moved = false;
+	if (statx(sdirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &stx) < 0)
+		return ovs_err(errno, "stat %s: %m", name);
+	/* Not the object the caller knows, or one a move cannot keep as it
+	 * was: a copy, or nothing to do, is the caller's. */
+	if (stx.stx_ino != known->st_ino ||
+	    makedev(stx.stx_dev_major, stx.stx_dev_minor) != known->st_dev ||
+	    stx.stx_dev_major != major(l->src_dev) || stx.stx_dev_minor != minor(l->src_dev) ||
+	    !S_ISREG(stx.stx_mode) || stx.stx_nlink != 1 || overlay_xattr_or_many(sdirfd, name))
+		return 0;
+	m = upper_dir_lock(l, udirfd, 0, times, &rc);
+	if (rc < 0)
+		goto out;
+	if (renameat2(sdirfd, name, udirfd, name, RENAME_NOREPLACE) < 0) {
+		/* EEXIST: preserved meanwhile, the first preserve wins; EXDEV:
+		 * another XFS project; EPERM: an immutable or append-only file
+		 * or directory, whose unlink fails the same way after a copy. */
+		if (errno != EEXIST && errno != EXDEV && errno != EPERM)
+			rc = ovs_err(errno, "move %s into the upper: %m", name);
+		goto out;
+	}
+	*moved = true;
+	/* Rule 16: the ctime it had, which the rename changed. */
+	rc = set_origin(udirfd, name, &stx, name);
+	if (rc < 0) {
+		/* Back where it was: the unlink it guards fails instead. */
+		if (renameat2(udirfd, name, sdirfd, name, RENAME_NOREPLACE) == 0)
+			*moved = false;
+		else
+			rc = ovs_err_keep(errno, "%s moved into the upper, not back (%s)", name,
+					  strerror(errno));
+	}
+	/* Restored even after a way back: the upper directory was changed. */
+	r = ovs_upper_dir_done(l, udirfd, times, true);
+	if (r < 0 && rc == 0)
+		rc = r;
+out:
+	pthread_mutex_unlock(m);
+	return rc;
+}
+
 /* ---- whiteouts ------------------------------------------------------------ */
 
 /* (Re)make work/wh-base, the layer's one shared whiteout inode. */
@@ -916,11 +983,17 @@ out:
 
 int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool create)
 {
+	return ovs_upper_parent_from(l, l->upperfd, path, create);
+}
+
+int ovs_upper_parent_from(struct ovs_layer *l, int rootfd, const struct ovs_relpath *path,
+			  bool create)
+{
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	int cur, scur = -1, rc;
 	size_t i;
 
-	cur = fcntl(l->upperfd, F_DUPFD_CLOEXEC, 3);
+	cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
 	if (cur < 0)
 		return ovs_err(errno, "dup: %m");
 	for (i = 0; i + 1 < path->n; i++) {

@@ -40,6 +40,11 @@ struct ovs_layer {
 	 * a preserve that copied no bytes needs no fsync at all before a
 	 * change to an object of that filesystem (ovs_log_orders, rule 8). */
 	bool log_ordered;
+	/* Where log_ordered: the upper's root opened by its handle on the
+	 * mount srcfd is on (the daemon's clone of SRC's mount), so that a
+	 * file can be renamed from SRC into the upper (ovs_move_to_upper;
+	 * rename works within one mount); -1 where it cannot be. */
+	int upper_on_src_mount;
 	/* __atomic: the errno of the first failed sync of the upper, for
 	 * good (ovs_layer_sync_error); told: someone asked to log it. */
 	int sync_err;
@@ -86,6 +91,9 @@ static inline const char *ovs_relpath_base(const struct ovs_relpath *path)
  * SRC's (rule 7 for each parent they are added to), walking down both
  * trees together. */
 int ovs_upper_parent(struct ovs_layer *l, const struct ovs_relpath *path, bool create);
+/* The same from rootfd, the upper's root as another mount shows it. */
+int ovs_upper_parent_from(struct ovs_layer *l, int rootfd, const struct ovs_relpath *path,
+			  bool create);
 
 /* Build a copy of sdirfd/name in the work dir under a temp name (written
  * to tmp): content, owner, mode, xattrs (trusted.overlay.* escaped), the
@@ -105,6 +113,16 @@ void ovs_discard(struct ovs_layer *l, const char *tmp);
 /* Hard-link fromdir/from as udirfd/name, restoring udirfd's times. */
 int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udirfd,
 		  const char *name);
+/* The regular file sdirfd/name itself, with its only name, into the
+ * upper as udirfd/name in place of a copy (ovs_move_to_upper): 0 with
+ * *moved false when the object there is not the one known (dev and ino
+ * of known) or a move would not keep it as it was (not a regular file
+ * with one link on SRC's filesystem, trusted.overlay.* xattrs) or the
+ * filesystem refuses the rename (EXDEV, EPERM) or the upper already has
+ * the name; *moved true once it is out of SRC, also when an error
+ * follows (restoring the upper directory's times). */
+int ovs_move_into(struct ovs_layer *l, int sdirfd, const char *name, const struct stat *known,
+		  int udirfd, bool *moved);
 /* Put a whiteout at udirfd/name (a link to the layer's shared one). */
 int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name);
 /* An entry was added to or changed in udirfd: restore its times (saved

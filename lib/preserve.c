@@ -40,6 +40,21 @@ int ovs_layer_open(const char *upper, const char *work, int srcfd, unsigned flag
 	return ovs_layer_open_fds(upperfd, workfd, srcfd, flags, out);
 }
 
+/* The directory dirfd, opened by its handle on the mount mntfd is on:
+ * an fd, or -1 (no handles, no CAP_DAC_READ_SEARCH). */
+static int reopen_on_mount(int mntfd, int dirfd)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	int mount_id;
+
+	if (name_to_handle_at(dirfd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0)
+		return -1;
+	return open_by_handle_at(mntfd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 		       struct ovs_layer **out)
 {
@@ -84,6 +99,7 @@ int ovs_layer_open_fds(int upperfd, int workfd, int srcfd, unsigned flags,
 		l->log_ordered = fstatfs(upperfd, &sfs) == 0 && sfs.f_type == XFS_SUPER_MAGIC &&
 				 ust.st_dev == sst.st_dev;
 	}
+	l->upper_on_src_mount = l->log_ordered ? reopen_on_mount(srcfd, upperfd) : -1;
 	*out = l;
 	return 0;
 fail:
@@ -99,6 +115,8 @@ void ovs_layer_close(struct ovs_layer *l)
 		return;
 	close(l->upperfd);
 	close(l->workfd);
+	if (l->upper_on_src_mount >= 0)
+		close(l->upper_on_src_mount);
 	free(l);
 }
 
@@ -981,4 +999,100 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 		return rc;
 	log_scope_begin(l);
 	return scoped(l, preserve_subtree(l, m, path));
+}
+
+/* ---- rule 1 for an unlink, by moving ------------------------------------- */
+
+/*
+ * An unlink of the only name of a regular file ends the file's life in
+ * SRC: the file itself can be the preserved copy.  One rename takes it
+ * out of SRC into the upper, the preserve and the change in one step of
+ * the log (so only where the log orders them: log_ordered, rule 8), with
+ * nothing to copy, no new inode, and its own birth time and inode number;
+ * the origin xattr keeps the ctime the rename changes (rule 16).  Only
+ * the caller knows whether anything else still reaches the file (an open
+ * handle, a mapping): may_move.
+ */
+static bool movable(const struct ovs_layer *l, const struct stat *st)
+{
+	return l->log_ordered && l->upper_on_src_mount >= 0 && !l->batch &&
+	       S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_dev == l->src_dev;
+}
+
+static int preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
+			   const struct ovs_relpath *path, bool may_move)
+{
+	char what[OVS_RELPATH_DESCRIBE_MAX];
+	struct upper_dir ud;
+	struct stat st;
+	int rc = coverage_walk(l, l->upperfd, path, &ud);
+
+	if (rc != OVS_NOT_COVERED)
+		return rc < 0 ? rc : 0;
+	if (path->st && path->srcdirfd >= 0) {
+		st = *path->st;
+		rc = 0;
+	} else {
+		rc = src_stat(l, path, &st);
+	}
+	if (rc < 0) {
+		upper_dir_close(&ud);
+		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
+	}
+	if (!may_move || !movable(l, &st))
+		return preserve_object(l, m, path, &st, &ud);
+	/* The parents a copy would be installed in, made now, out of the
+	 * change: the move finds them. */
+	if (ud.fd < 0) {
+		ud.fd = ovs_upper_parent(l, path, true);
+		if (ud.fd < 0)
+			return ud.fd;
+		ud.owned = true;
+	}
+	upper_dir_close(&ud);
+	return 1;
+}
+
+int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path, bool may_move)
+{
+	int rc = ovs_layer_check(l);
+
+	if (rc)
+		return rc;
+	log_scope_begin(l);
+	rc = preserve_unlink(l, m, path, may_move);
+	if (rc == 1)
+		return scoped(l, 0) ?: 1;
+	return scoped(l, rc);
+}
+
+int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
+		      const struct stat *st, bool *moved)
+{
+	char what[OVS_RELPATH_DESCRIBE_MAX];
+	int rc = ovs_layer_check(l), sdir, udir;
+
+	*moved = false;
+	if (rc)
+		return rc;
+	if (!path->n || !movable(l, st))
+		return 0;
+	log_scope_begin(l);
+	udir = ovs_upper_parent_from(l, l->upper_on_src_mount, path, false);
+	if (udir == -ENOENT)
+		return scoped(l, 0);	/* not made (a crash, fsck): a copy makes it */
+	if (udir < 0)
+		return scoped(l, udir);
+	sdir = src_parent(l, path);
+	if (sdir < 0) {
+		close(udir);
+		return scoped(l, sdir);
+	}
+	rc = ovs_move_into(l, sdir, ovs_relpath_base(path), st, udir, moved);
+	src_parent_put(path, sdir);
+	close(udir);
+	if (rc < 0)
+		rc = ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
+	return scoped(l, rc);
 }

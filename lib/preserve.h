@@ -167,6 +167,22 @@ int ovs_coverage_at(int upperfd, const char *path);
  * (rule 8).  No-op if covered. */
 int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path);
+/* Rule 1 before the unlink of path, in two steps.  ovs_preserve_unlink:
+ * as ovs_preserve_object, except that for the only name of a regular
+ * file it may answer 1 instead of copying, when may_move (nothing but the
+ * caller's unlink still reaches the file: no open file, no mapping) and
+ * the layer's log orders a rename of it into the upper with the unlink
+ * (XFS, upper on SRC's filesystem: rule 8); 0 once preserved or covered.
+ * After 1, ovs_move_to_upper at the unlink itself (with the same layer,
+ * the object's stat and its change locks still held): the file leaves
+ * SRC for the upper, *moved true, and the unlink is done; with *moved
+ * false and 0, nothing changed and the caller preserves it by
+ * ovs_preserve_object before unlinking; *moved true with an error: SRC
+ * changed, and the error is the preserve's. */
+int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path, bool may_move);
+int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
+		      const struct stat *st, bool *moved);
 /* Rule 2: before a name is created at path: a whiteout if nothing was
  * there at snapshot time; if SRC has an object at path, it is preserved
  * as by ovs_preserve_object.  No-op if covered. */

@@ -15,6 +15,9 @@
  *                                               at once on one layer, as the
  *                                               daemon's parallel first
  *                                               changes (issue 13)
+ *   preserve-test unlink SRC UPPER WORK PATH... rule 1 and the unlink, as the
+ *                                               daemon makes them: "moved" or
+ *                                               "unlinked" per path
  *   preserve-test manifest DIR                  one line per object
  *   preserve-test hlmap SRC                     self-test of the link map
  *   preserve-test hlbench DIR NDIRS NFILES      time the link map on DIR/a and
@@ -747,6 +750,36 @@ static int parallel(struct ovs_layer *l, struct ovs_hlmap *m, int argc, char **a
 	return rc;
 }
 
+/*
+ * "unlink": rule 1 before an unlink and the unlink itself, as the daemon
+ * makes them (with no open handle: may move), printing "moved" when the
+ * file itself went into the upper, "unlinked" when it was preserved by a
+ * copy (or was covered) and then unlinked.
+ */
+static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
+			    struct ovs_relpath *rp, const char *p)
+{
+	struct stat st;
+	bool moved = false;
+	int rc;
+
+	if (fstatat(srcfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	rp->st = &st;
+	rc = ovs_preserve_unlink(l, m, rp, true);
+	if (rc == 1) {
+		rc = ovs_move_to_upper(l, rp, &st, &moved);
+		if (rc == 0 && !moved)
+			rc = ovs_preserve_object(l, m, rp);
+	}
+	if (rc < 0)
+		return rc;
+	if (!moved && unlinkat(srcfd, p, 0) < 0)
+		return -errno;
+	printf("%s\n", moved ? "moved" : "unlinked");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ovs_layer *l;
@@ -809,6 +842,8 @@ int main(int argc, char **argv)
 			rc = ovs_preserve_subtree(l, m, rp);
 		else if (!strcmp(op, "covered"))
 			rc = ovs_covered(l, rp);
+		else if (!strcmp(op, "unlink"))
+			rc = unlink_as_daemon(l, m, srcfd, rp, p);
 		else {
 			fprintf(stderr, "preserve-test: unknown operation %s\n", op);
 			return 2;

@@ -152,6 +152,46 @@ case_unlink_recreate() {
 	check_view
 }
 
+# Rule 1 before an unlink, as the daemon makes it: on XFS the file itself
+# moves into the upper (its inode, birth time and data as they were; the
+# origin xattr keeps the ctime the rename changes); where a move would not
+# keep it as it was (two names: rule 6; a user's trusted.overlay.* xattr:
+# rule 14), where the path is covered, and on ext4 and btrfs, a copy or
+# nothing, then the unlink.
+case_unlink_move() {
+	local ino ctime got want
+	new_case unlink_move
+	mkdir -p "$S/d/e"
+	printf 'only name\n' >"$S/d/e/f"
+	chown 12:34 "$S/d/e/f"; chmod 4750 "$S/d/e/f"
+	setfattr -n user.a -v one "$S/d/e/f"
+	setfacl -m u:123:rw "$S/d/e/f"
+	touch -d '2001-02-03 04:05:06.123456789' "$S/d/e/f"
+	printf 'escaped\n' >"$S/o"
+	setfattr -n trusted.overlay.foo -v bar "$S/o"
+	printf 'linked\n' >"$S/h1"
+	ln "$S/h1" "$S/h2"
+	printf 'covered\n' >"$S/c"
+	ino=$(stat -c %i "$S/d/e/f")
+	ctime=$(stat -c %Z "$S/d/e/f")
+	start_layer
+	pv object c
+	got=$("$T" unlink "$S" "$U" "$W" d/e/f o h1 c) || fail "$FS/$CASE: preserve unlink"
+	want="unlinked unlinked unlinked unlinked"
+	[ "$FS" = xfs ] && want="moved unlinked unlinked unlinked"
+	assertEquals "$FS/$CASE: moved or unlinked" "$want" "$(echo $got)"
+	# the other name of h1 changes: h1 in the view must not
+	printf 'changed\n' >>"$S/h2"
+	check_view
+	[ "$FS" = xfs ] &&
+		assertEquals "$FS/$CASE: the upper holds the file itself" "$ino" "$(stat -c %i "$U/d/e/f")"
+	assertContains "$FS/$CASE: its origin, with the ctime it had" \
+		"$(getfattr --only-values -n trusted.overlay.ovsnap.origin "$U/d/e/f" 2>/dev/null)" \
+		"ino=$ino ctime=$ctime."
+	assertEquals "$FS/$CASE: user trusted.overlay.foo is stored escaped" "bar" \
+		"$(getfattr --only-values -n trusted.overlay.overlay.foo "$U/o" 2>/dev/null)"
+}
+
 case_rmdir_recreate() {
 	new_case rmdir_recreate
 	mkdir -p "$S/empty" "$S/d"
@@ -405,6 +445,7 @@ run_cases() {
 	case_xattrs
 	case_create
 	case_unlink_recreate
+	case_unlink_move
 	case_rmdir_recreate
 	case_dir_rename
 	case_file_rename
