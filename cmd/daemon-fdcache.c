@@ -275,6 +275,11 @@ int node_fd_get(struct dnode *n)
 	bool refresh;
 	int fd, s;
 
+	/* The snapshot's copy now: not to be reached through the node. */
+	if (__atomic_load_n(&n->gone, __ATOMIC_ACQUIRE) == NODE_MOVED) {
+		errno = ESTALE;
+		return -ESTALE;
+	}
 	pthread_mutex_lock(&C.lock);
 	if (n->pinned_fd >= 0) {
 		fd = n->pinned_fd;
@@ -465,4 +470,20 @@ void fdcache_forget(struct dnode *n)
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
 	say_misuse();
+}
+
+void fdcache_drop(struct dnode *n)
+{
+	struct victims v = { .n = 0 };
+	int s;
+
+	pthread_mutex_lock(&C.lock);
+	s = n->fd_slot;
+	if (s >= 0 && !C.slots[s].refs) {
+		lru_unlink(s);
+		v.fd[v.n++] = C.slots[s].fd;
+		slot_release(s);
+	}
+	pthread_mutex_unlock(&C.lock);
+	victims_close(&v);
 }

@@ -681,6 +681,26 @@ bool test_preserve_gate_wants(const struct ovs_relpath *path)
 	return true;
 }
 
+/*
+ * Test hook: with OVSNAPD_TEST_HOOKS=1 and OVSNAPD_TEST_NO_MOVE=1 an
+ * unlink preserves its file by a copy, never by moving the file itself
+ * into the layer (ovs_preserve_unlink): the way every other filesystem
+ * takes, tested on XFS too, and the baseline of bench/unlink-move-bench.sh.
+ */
+bool test_no_move(void)
+{
+	static int no_move = -1;
+	int v = __atomic_load_n(&no_move, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *e = getenv("OVSNAPD_TEST_NO_MOVE");
+
+		v = test_hooks() && e && strcmp(e, "1") == 0;
+		__atomic_store_n(&no_move, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
 void test_preserve_gate(bool in_dir)
 {
 	const char *gate = test_hooks() ? getenv("OVSNAPD_TEST_PRESERVE_GATE") : NULL;

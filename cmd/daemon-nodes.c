@@ -157,6 +157,10 @@ static struct dnode *node_alloc(const struct stat *st, const struct handle_buf *
  * pinned, and so its inode number. */
 static bool same_object(const struct dnode *n, const struct handle_buf *h)
 {
+	/* Its object left SRC for a layer (NODE_MOVED): if it is found in
+	 * SRC again (a rollback's rename), it needs a node that reaches it. */
+	if (n->gone == NODE_MOVED)
+		return false;
 	if (!h || !n->fh_bytes)
 		return true;
 	return n->fh_bytes == h->fh.handle_bytes && n->fh_type == h->fh.handle_type &&
@@ -415,6 +419,8 @@ static bool known_again_soon(const struct dnode *n, int bound)
  * node without one: any, see node_get_known). */
 static bool node_is_known(const struct dnode *n, const struct node_known *k)
 {
+	if (n->gone == NODE_MOVED)
+		return false;
 	if (!k->bytes)
 		return !n->fh_bytes;
 	return n->fh_bytes == k->bytes && n->fh_type == k->type &&
@@ -842,6 +848,72 @@ void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *n
 	pa->children--;
 	pb->children--;
 	names_changed();
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
+bool node_open_begin(struct dnode *n, bool writable)
+{
+	bool ok;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	ok = n->gone == NODE_PRESENT;
+	if (ok) {
+		n->nopen++;
+		if (writable)
+			n->nwriters++;
+		D.open_handles++;
+	}
+	pthread_mutex_unlock(&D.nodes_lock);
+	return ok;
+}
+
+bool node_has_handles(dev_t dev, ino_t ino)
+{
+	struct dnode *n;
+	bool has;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	has = n && n->nopen;
+	pthread_mutex_unlock(&D.nodes_lock);
+	return has;
+}
+
+/* Counted (node_open_begin) before any open: a claim that finds no
+ * handle knows none is being opened either. */
+bool node_move_claim(dev_t dev, ino_t ino, const struct dnode *parent, const char *name)
+{
+	struct dnode *n;
+	bool ok;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	ok = n && n->parent == parent && n->name && strcmp(n->name, name) == 0 &&
+	     !n->nopen && n->gone == NODE_PRESENT;
+	if (ok)
+		__atomic_store_n(&n->gone, NODE_MOVING, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&D.nodes_lock);
+	return ok;
+}
+
+void node_move_end(dev_t dev, ino_t ino, struct dnode *parent, const char *name, bool moved)
+{
+	struct dnode *n;
+
+	pthread_mutex_lock(&D.nodes_lock);
+	n = hash_find(dev, ino);
+	if (n && n->gone == NODE_MOVING) {
+		if (moved) {
+			if (n->parent == parent && n->name && strcmp(n->name, name) == 0)
+				set_name_locked(n, NULL, NULL);
+			__atomic_store_n(&n->gone, NODE_MOVED, __ATOMIC_RELEASE);
+			fdcache_drop(n);
+		} else {
+			__atomic_store_n(&n->gone, NODE_PRESENT, __ATOMIC_RELEASE);
+		}
+	}
+	if (moved)
+		names_changed();
 	pthread_mutex_unlock(&D.nodes_lock);
 }
 

@@ -57,6 +57,9 @@
  * filesystem.  setattr runs as root: the kernel has checked it
  * (default_permissions), and it also carries the kernel's own clearing of
  * setuid bits after a write by another user, which the caller could not do.
+ * An unlink that moves its file into the layer (unlink_by_move) is the
+ * daemon's rename, made once the caller's right to remove the name is
+ * checked as the caller (and not made in a sticky directory).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -71,6 +74,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -389,6 +393,9 @@ static int preserve_node(struct dnode *n, const char *what)
 	struct stat st;
 	int rc;
 
+	/* Moved into a layer by an unlink: the snapshot's copy now. */
+	if (__atomic_load_n(&n->gone, __ATOMIC_ACQUIRE) != NODE_PRESENT)
+		return ENOENT;
 	if (!pres_layer || n->covered_epoch == pres_epoch)
 		return 0;
 	rc = node_relpath(n, NULL, &path);
@@ -1145,6 +1152,92 @@ static bool entry_stat(struct dnode *dir, const char *name, struct stat *st)
 }
 
 /*
+ * Rule 1 before an unlink, in its preserve phase: *movable when the
+ * engine left the object to be moved into the layer at the unlink itself
+ * (ovs_preserve_unlink): it has one name and no open handle now.
+ */
+static int preserve_unlink_path(const struct ovs_relpath *path, const struct stat *st,
+				bool *movable)
+{
+	bool may_move = S_ISREG(st->st_mode) && st->st_nlink == 1 && !test_no_move() &&
+			!node_has_handles(st->st_dev, st->st_ino);
+	int rc;
+
+	*movable = false;
+	if (!pres_layer)
+		return 0;
+	pres_gated |= test_preserve_gate_wants(path);
+	rc = ovs_preserve_unlink(pres_layer, D.hlmap, path, may_move);
+	if (rc < 0)
+		return preserve_failed(rc, "unlink", path);
+	*movable = rc == 1;
+	return 0;
+}
+
+/*
+ * Whether the caller may remove a name in the directory dirfd, checked as
+ * the unlink itself would check it (rule 19), before the daemon's own
+ * rename does it for them: 0, an errno, or -1 to leave it to the unlink
+ * (a sticky directory, whose rule also asks who owns the file).  root
+ * passes both.
+ */
+static int caller_may_remove(fuse_req_t req, int dirfd)
+{
+	struct stat dst;
+	int rc;
+
+	if (fuse_req_ctx(req)->uid == 0)
+		return 0;
+	if (fstat(dirfd, &dst) < 0)
+		return errno;
+	if (dst.st_mode & S_ISVTX)
+		return -1;
+	rc = identity_become(req, false);
+	if (rc == 0 && syscall(SYS_faccessat2, dirfd, "", W_OK | X_OK,
+			       AT_EACCESS | AT_EMPTY_PATH) < 0)
+		rc = -errno;
+	identity_restore();
+	return -rc;
+}
+
+/*
+ * The unlink of a file ovs_preserve_unlink left to move: in the change
+ * phase (no take can switch layers, D.layer is the layer it decided in),
+ * the file itself leaves SRC for the layer, its node claimed so that no
+ * handle opens meanwhile and nothing reaches it through the node after.
+ * Where it cannot (a handle opened since, a sticky directory, the
+ * filesystem refuses the rename), it is preserved by a copy here, a clone
+ * on this XFS, and unlinked as usual (*moved false).
+ */
+static int unlink_by_move(fuse_req_t req, struct dnode *parent, const char *name,
+			  const struct ovs_relpath *path, const struct stat *st, bool *moved)
+{
+	int rc;
+
+	*moved = false;
+	if (node_move_claim(st->st_dev, st->st_ino, parent, name)) {
+		int may = caller_may_remove(req, path->srcdirfd);
+
+		rc = 0;
+		if (may == 0)
+			rc = ovs_move_to_upper(D.layer, path, st, moved);
+		node_move_end(st->st_dev, st->st_ino, parent, name, *moved);
+		if (may > 0)
+			return may;	/* refused as the unlink would be */
+		if (*moved) {
+			if (rc < 0)
+				dlog(LOG_ERR, "unlink of a file moved into the layer: %s",
+				     ovs_last_error());
+			return 0;
+		}
+		if (rc < 0)
+			return preserve_failed(rc, "unlink", path);
+	}
+	rc = ovs_preserve_object(D.layer, D.hlmap, path);
+	return rc < 0 ? preserve_failed(rc, "unlink", path) : 0;
+}
+
+/*
  * An unlink moves one name of one object and no other object's chain:
  * it marks the object busy (its first changes, its other names, rule 6)
  * and the directory (its creates, rule 3's emptiness of an rmdir), under
@@ -1158,6 +1251,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct busy_keys keys = { .n = 0 }, *ks = &keys;
 	struct node_known k = { .bytes = 0 };
 	struct stat st;
+	bool movable = false, moved = false;
 	int rc, err = 0, keep = -1;
 
 	keys_add(ks, parent->dev, parent->ino);
@@ -1175,14 +1269,18 @@ again:
 #endif
 			if (!err && ks && !keys_have(ks, st.st_dev, st.st_ino))
 				err = NS_RELOCK;
+			/* The preserve's stat too, made under the marks. */
+			path.st = &st;
 			if (!err)
-				err = preserve_path(ovs_preserve_object, &path, "unlink");
+				err = preserve_unlink_path(&path, &st, &movable);
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
 		ks = ns_relock();
 		goto again;
 	}
-	if (!err) {
+	if (!err && movable)
+		err = unlink_by_move(req, parent, name, &path, &st, &moved);
+	if (!err && !moved) {
 		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
 		if (rc == 0 && unlinkat(path.srcdirfd, name, 0) < 0)
@@ -1190,7 +1288,7 @@ again:
 		identity_restore();
 		err = -rc;
 	}
-	if (!err) {
+	if (!err && !moved) {
 		if (D.hlmap && st.st_nlink > 1)
 			ovs_hlmap_unlink(D.hlmap, &path, &st);
 		if (!other_of(&other))
@@ -1537,7 +1635,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 
 /* ---- files ---------------------------------------------------------------- */
 
-static struct dhandle *new_handle(fuse_req_t req, struct dnode *n, int fd, bool writable)
+/* counted: node_open_begin() counted it already. */
+static struct dhandle *new_handle(fuse_req_t req, struct dnode *n, int fd, bool writable,
+				  bool counted)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct dhandle *h = calloc(1, sizeof(*h));
@@ -1549,7 +1649,8 @@ static struct dhandle *new_handle(fuse_req_t req, struct dnode *n, int fd, bool 
 	h->writable = writable;
 	h->uid = ctx->uid;
 	h->gid = ctx->gid;
-	node_open_count(n, writable, 1);
+	if (!counted)
+		node_open_count(n, writable, 1);
 	return h;
 }
 
@@ -1597,11 +1698,17 @@ static void handle_drop(struct dhandle *h)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dnode *n = node_of(ino);
-	bool trunc = fi->flags & O_TRUNC, locked = false;
+	bool trunc = fi->flags & O_TRUNC, locked = false, writable = flags_writable(fi->flags);
 	struct dhandle *h;
 	char proc[64];
 	int fd = -1, rc, err = 0;
 
+	/* Counted first: an unlink moves into the layer only an object
+	 * nothing has open or is opening (node_move_claim). */
+	if (!node_open_begin(n, writable)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
 	if (trunc)
 		err = object_change_begin(n, false, &locked, "open with O_TRUNC");
 	if (!err) {
@@ -1621,14 +1728,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (trunc)
 		object_change_end(locked);
-	if (err) {
-		fuse_reply_err(req, err);
-		return;
+	if (!err) {
+		h = new_handle(req, n, fd, writable, true);
+		if (!h) {
+			close(fd);
+			err = ENOMEM;
+		}
 	}
-	h = new_handle(req, n, fd, flags_writable(fi->flags));
-	if (!h) {
-		close(fd);
-		fuse_reply_err(req, ENOMEM);
+	if (err) {
+		node_open_count(n, writable, -1);
+		fuse_reply_err(req, err);
 		return;
 	}
 	handle_to_kernel(fi, h);
@@ -1696,7 +1805,7 @@ again:
 	ns_change_end();
 	node_relpath_free(&path);
 	if (!err) {
-		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags));
+		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags), false);
 		if (!h) {
 			node_forget(node_of(e.ino), 1);
 			err = ENOMEM;
@@ -1891,7 +2000,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h = new_handle(req, n, -1, false);
+	h = new_handle(req, n, -1, false, false);
 	if (!h) {
 		closedir(dp);
 		fuse_reply_err(req, ENOMEM);

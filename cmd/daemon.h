@@ -47,11 +47,16 @@ struct dnode {
 	unsigned children;	/* nodes whose parent this is */
 	unsigned nopen;		/* open handles (files and directories) */
 	unsigned nwriters;	/* handles open for writing */
-	mode_t type;		/* S_IFMT bits */
+	uint16_t type;		/* S_IFMT bits (16 bits: the node stays 88 bytes) */
 	/* A change of the name failed (no memory): parent/name are out of
 	 * date, and so are the chains of everything below; a preserve
 	 * through them fails with EIO until a later change names it again. */
 	bool name_lost;
+	/* The object is leaving SRC for a layer, itself its preserved copy
+	 * (NODE_MOVING: an unlink claimed it, node_move_claim), or has left
+	 * (NODE_MOVED): no handle opens, no change starts, and once moved no
+	 * fd is handed out, so nothing reaches the snapshot's copy (__atomic) */
+	unsigned char gone;
 	unsigned char fh_bytes;	/* 0: no handle (the fd is pinned) */
 	/* D.known_seq when a listing last found it by its handle, without
 	 * an fd (node_get_known), 0: never (nodes lock) */
@@ -258,6 +263,23 @@ bool node_has_children(dev_t dev, ino_t ino);
 void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *na,
 			   const struct stat *b, struct dnode *pb, const char *nb);
 void node_open_count(struct dnode *n, bool writable, int delta);
+/* One more open handle of n, counted before it is opened: false (none
+ * counted) when n's object left SRC or is leaving it (node_move_claim). */
+bool node_open_begin(struct dnode *n, bool writable);
+/* Whether the node of dev/ino has an open handle now. */
+bool node_has_handles(dev_t dev, ino_t ino);
+
+enum { NODE_PRESENT, NODE_MOVING, NODE_MOVED };
+/*
+ * Before an unlink moves the object dev/ino, its only name parent/name,
+ * into the upper (ovs_move_to_upper): true when its node is known, and
+ * nothing but that node reaches the object (no open handle: a mapping
+ * keeps one; no pinned fd), and it is now NODE_MOVING; node_move_end()
+ * then ends the claim, moved or not.  Caller holds the marks of the
+ * object and its directory.
+ */
+bool node_move_claim(dev_t dev, ino_t ino, const struct dnode *parent, const char *name);
+void node_move_end(dev_t dev, ino_t ino, struct dnode *parent, const char *name, bool moved);
 /* Inode numbers of nodes with a writable handle (malloc'ed). */
 size_t nodes_with_writers(fuse_ino_t **out);
 
@@ -295,6 +317,9 @@ void fdcache_pin(struct dnode *n, bool may_open);
 void fdcache_pin_fd(struct dnode *n, int fd);
 /* n is being freed: close its fd. */
 void fdcache_forget(struct dnode *n);
+/* n's object moved into a layer (NODE_MOVED): close its cached fd unless
+ * in use (node_fd_get hands it out no more). */
+void fdcache_drop(struct dnode *n);
 /* Whether an fd of n is open now, cached or pinned. */
 bool fdcache_holds(struct dnode *n);
 /* The cache's bound now. */
@@ -336,6 +361,7 @@ void layers_wait_retired(const struct ovs_layer *mine);
  * through the preserve phase without _IN, only those with in_dir with
  * it). */
 bool test_preserve_gate_wants(const struct ovs_relpath *path);
+bool test_no_move(void);
 void test_preserve_gate(bool in_dir);
 /* A write being served: the kernel keeps the pages it covers locked until
  * it is answered, so a take must not wait on them (flush_dirty_pages). */
