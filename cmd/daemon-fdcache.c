@@ -313,6 +313,13 @@ int node_fd_get(struct dnode *n)
 		return -errno;
 
 	pthread_mutex_lock(&C.lock);
+	if (__atomic_load_n(&n->gone, __ATOMIC_ACQUIRE) == NODE_MOVED) {
+		/* Moved while it opened (fdcache_drop ran or runs after). */
+		pthread_mutex_unlock(&C.lock);
+		close(fd);
+		errno = ESTALE;
+		return -ESTALE;
+	}
 	if (n->pinned_fd >= 0 || n->fd_slot >= 0) {
 		/* Another thread opened it meanwhile: use theirs. */
 		v.fd[v.n++] = fd;

@@ -685,7 +685,8 @@ bool test_preserve_gate_wants(const struct ovs_relpath *path)
  * Test hook: with OVSNAPD_TEST_HOOKS=1 and OVSNAPD_TEST_NO_MOVE=1 an
  * unlink preserves its file by a copy, never by moving the file itself
  * into the layer (ovs_preserve_unlink): the way every other filesystem
- * takes, tested on XFS too, and the baseline of bench/unlink-move-bench.sh.
+ * takes, tested on XFS too, and a baseline for bench/metadata-bench.sh
+ * (OVSNAPD_BASE: a script that sets both and execs ovsnapd).
  */
 bool test_no_move(void)
 {

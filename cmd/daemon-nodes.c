@@ -856,6 +856,9 @@ bool node_open_begin(struct dnode *n, bool writable)
 	bool ok;
 
 	pthread_mutex_lock(&D.nodes_lock);
+	/* An open racing an unlink: after it, if the unlink fails. */
+	while (n->gone == NODE_MOVING)
+		pthread_cond_wait(&D.moving_cond, &D.nodes_lock);
 	ok = n->gone == NODE_PRESENT;
 	if (ok) {
 		n->nopen++;
@@ -911,6 +914,7 @@ void node_move_end(dev_t dev, ino_t ino, struct dnode *parent, const char *name,
 		} else {
 			__atomic_store_n(&n->gone, NODE_PRESENT, __ATOMIC_RELEASE);
 		}
+		pthread_cond_broadcast(&D.moving_cond);
 	}
 	if (moved)
 		names_changed();

@@ -58,8 +58,9 @@
  * (default_permissions), and it also carries the kernel's own clearing of
  * setuid bits after a write by another user, which the caller could not do.
  * An unlink that moves its file into the layer (unlink_by_move) is the
- * daemon's rename, made once the caller's right to remove the name is
- * checked as the caller (and not made in a sticky directory).
+ * daemon's rename, made once the right of a caller other than root to
+ * remove the name is checked as the caller (and not made for them in a
+ * sticky directory).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -369,12 +370,14 @@ static bool preserve_again(int *err)
 
 static int preserve_failed(int rc, const char *what, const struct ovs_relpath *path)
 {
+	/* in the change phase (an unlink's move), D.layer */
+	struct ovs_layer *l = pres_layer ? pres_layer : pres_locked ? D.layer : NULL;
 	char where[OVS_RELPATH_DESCRIBE_MAX];
 	bool first;
 
 	/* A write error in the layer (rule 8): every first change fails
 	 * the same way until the next take, said once. */
-	if (pres_layer && ovs_layer_sync_error(pres_layer, &first)) {
+	if (l && ovs_layer_sync_error(l, &first)) {
 		if (first)
 			dlog(LOG_CRIT, "write error in the upper layer (%s, preserving %s before %s): "
 			     "first changes are refused with EIO until the next take",
@@ -1151,90 +1154,113 @@ static bool entry_stat(struct dnode *dir, const char *name, struct stat *st)
 	return found;
 }
 
-/*
- * Rule 1 before an unlink, in its preserve phase: *movable when the
- * engine left the object to be moved into the layer at the unlink itself
- * (ovs_preserve_unlink): it has one name and no open handle now.
- */
-static int preserve_unlink_path(const struct ovs_relpath *path, const struct stat *st,
-				bool *movable)
-{
-	bool may_move = S_ISREG(st->st_mode) && st->st_nlink == 1 && !test_no_move() &&
-			!node_has_handles(st->st_dev, st->st_ino);
-	int rc;
-
-	*movable = false;
-	if (!pres_layer)
-		return 0;
-	pres_gated |= test_preserve_gate_wants(path);
-	rc = ovs_preserve_unlink(pres_layer, D.hlmap, path, may_move);
-	if (rc < 0)
-		return preserve_failed(rc, "unlink", path);
-	*movable = rc == 1;
-	return 0;
-}
+/* unlink_by_move(): not moved, nothing changed: copy in the preserve
+ * phase and unlink. */
+#define MOVE_REFUSED (-4)
 
 /*
- * Whether the caller may remove a name in the directory dirfd, checked as
- * the unlink itself would check it (rule 19), before the daemon's own
- * rename does it for them: 0, an errno, or -1 to leave it to the unlink
- * (a sticky directory, whose rule also asks who owns the file).  root
- * passes both.
+ * Whether a caller other than root may remove a name in the directory
+ * dirfd, checked as the unlink itself would check it (rule 19), before
+ * the daemon's own rename does it for them: 0, the errno the unlink
+ * fails with, or MOVE_REFUSED where this check cannot tell (no
+ * faccessat2): the unlink as the caller tells.
  */
 static int caller_may_remove(fuse_req_t req, int dirfd)
 {
-	struct stat dst;
 	int rc;
 
 	if (fuse_req_ctx(req)->uid == 0)
 		return 0;
-	if (fstat(dirfd, &dst) < 0)
-		return errno;
-	if (dst.st_mode & S_ISVTX)
-		return -1;
 	rc = identity_become(req, false);
 	if (rc == 0 && syscall(SYS_faccessat2, dirfd, "", W_OK | X_OK,
 			       AT_EACCESS | AT_EMPTY_PATH) < 0)
 		rc = -errno;
 	identity_restore();
-	return -rc;
+	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
+		return -rc;
+	return rc ? MOVE_REFUSED : 0;
 }
 
 /*
- * The unlink of a file ovs_preserve_unlink left to move: in the change
- * phase (no take can switch layers, D.layer is the layer it decided in),
+ * Whether the unlink of the object st, its only name in dirfd, may move
+ * it into the layer rather than copy it (ovs_preserve_unlink): a regular
+ * file with one name and no open handle now, and for a caller other than
+ * root not in a sticky directory (whose rule also asks who owns the file:
+ * the unlink as the caller answers that).
+ */
+static bool may_move(fuse_req_t req, int dirfd, const struct stat *st)
+{
+	struct stat dst;
+
+	if (!S_ISREG(st->st_mode) || st->st_nlink != 1 || test_no_move() ||
+	    node_has_handles(st->st_dev, st->st_ino))
+		return false;
+	return fuse_req_ctx(req)->uid == 0 ||
+	       (fstat(dirfd, &dst) == 0 && !(dst.st_mode & S_ISVTX));
+}
+
+/*
+ * The preserve phase of an unlink (its change locks held, ns_change_begin
+ * or preserve_begin done): the object at parent/name in *path and *st,
+ * preserved, or *movable when the engine left it to be moved into the
+ * layer at the unlink itself; copy: never that.
+ */
+static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *name,
+			   const struct busy_keys *ks, struct ovs_relpath *path,
+			   struct stat *st, bool copy, bool *movable)
+{
+	int err, rc;
+
+	do {
+		*movable = false;
+		err = entry_to_remove(parent, name, false, path, st);
+#ifdef OVS_MUTANT_UNLINK_UNMARKED
+		if (0)
+#endif
+		if (!err && ks && !keys_have(ks, st->st_dev, st->st_ino))
+			err = NS_RELOCK;
+		/* The preserve's stat too, made under the marks. */
+		path->st = st;
+		if (!err && pres_layer) {
+			pres_gated |= test_preserve_gate_wants(path);
+			rc = ovs_preserve_unlink(pres_layer, D.hlmap, path,
+						 !copy && may_move(req, path->srcdirfd, st));
+			if (rc < 0)
+				err = preserve_failed(rc, "unlink", path);
+			*movable = rc == 1;
+		}
+	} while (preserve_again(&err));
+	return err;
+}
+
+/*
+ * The unlink of a file ovs_preserve_unlink left to move, in the change
+ * phase (no take can switch layers: D.layer is the layer it decided in):
  * the file itself leaves SRC for the layer, its node claimed so that no
- * handle opens meanwhile and nothing reaches it through the node after.
- * Where it cannot (a handle opened since, a sticky directory, the
- * filesystem refuses the rename), it is preserved by a copy here, a clone
- * on this XFS, and unlinked as usual (*moved false).
+ * handle opens meanwhile, and nothing reaches it through the node after.
+ * MOVE_REFUSED where it cannot (a handle opened since, the filesystem
+ * refuses the rename), SRC unchanged.
  */
 static int unlink_by_move(fuse_req_t req, struct dnode *parent, const char *name,
 			  const struct ovs_relpath *path, const struct stat *st, bool *moved)
 {
-	int rc;
+	int rc, may;
 
 	*moved = false;
-	if (node_move_claim(st->st_dev, st->st_ino, parent, name)) {
-		int may = caller_may_remove(req, path->srcdirfd);
-
-		rc = 0;
-		if (may == 0)
-			rc = ovs_move_to_upper(D.layer, path, st, moved);
-		node_move_end(st->st_dev, st->st_ino, parent, name, *moved);
-		if (may > 0)
-			return may;	/* refused as the unlink would be */
-		if (*moved) {
-			if (rc < 0)
-				dlog(LOG_ERR, "unlink of a file moved into the layer: %s",
-				     ovs_last_error());
-			return 0;
-		}
+	if (!node_move_claim(st->st_dev, st->st_ino, parent, name))
+		return MOVE_REFUSED;
+	may = caller_may_remove(req, path->srcdirfd);
+	rc = may ? 0 : ovs_move_to_upper(D.layer, path, st, moved);
+	node_move_end(st->st_dev, st->st_ino, parent, name, *moved);
+	if (may)
+		return may;	/* refused as the unlink would be, or unknown */
+	if (*moved) {
 		if (rc < 0)
-			return preserve_failed(rc, "unlink", path);
+			dlog(LOG_ERR, "unlink of a file moved into the layer: %s",
+			     ovs_last_error());
+		return 0;
 	}
-	rc = ovs_preserve_object(D.layer, D.hlmap, path);
-	return rc < 0 ? preserve_failed(rc, "unlink", path) : 0;
+	return rc < 0 ? preserve_failed(rc, "unlink", path) : MOVE_REFUSED;
 }
 
 /*
@@ -1251,7 +1277,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct busy_keys keys = { .n = 0 }, *ks = &keys;
 	struct node_known k = { .bytes = 0 };
 	struct stat st;
-	bool movable = false, moved = false;
+	bool movable = false, moved = false, copy = false;
 	int rc, err = 0, keep = -1;
 
 	keys_add(ks, parent->dev, parent->ino);
@@ -1262,24 +1288,22 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 again:
 	err = ns_change_begin(ks);
 	if (!err)
-		do {
-			err = entry_to_remove(parent, name, false, &path, &st);
-#ifdef OVS_MUTANT_UNLINK_UNMARKED
-			if (0)
-#endif
-			if (!err && ks && !keys_have(ks, st.st_dev, st.st_ino))
-				err = NS_RELOCK;
-			/* The preserve's stat too, made under the marks. */
-			path.st = &st;
-			if (!err)
-				err = preserve_unlink_path(&path, &st, &movable);
-		} while (preserve_again(&err));
+		err = unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable);
+	if (!err && movable) {
+		err = unlink_by_move(req, parent, name, &path, &st, &moved);
+		if (err == MOVE_REFUSED) {
+			/* Back to the preserve phase, out of a take's way, to
+			 * copy it (rule 13). */
+			copy = true;
+			change_leave();
+			err = preserve_begin() ?:
+			      unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable);
+		}
+	}
 	if (err == NS_RELOCK) {
 		ks = ns_relock();
 		goto again;
 	}
-	if (!err && movable)
-		err = unlink_by_move(req, parent, name, &path, &st, &moved);
 	if (!err && !moved) {
 		other_names_get(&path, &st, &other);
 		rc = identity_become(req, false);
@@ -1805,6 +1829,9 @@ again:
 	ns_change_end();
 	node_relpath_free(&path);
 	if (!err) {
+		/* Counted after the open: a created object is covered in
+		 * this epoch (a whiteout, or its old object preserved), so
+		 * no unlink moves it (node_move_claim). */
 		h = new_handle(req, node_of(e.ino), fd, flags_writable(fi->flags), false);
 		if (!h) {
 			node_forget(node_of(e.ino), 1);

@@ -136,6 +136,7 @@ struct daemon {
 
 	/* the inode table */
 	pthread_mutex_t nodes_lock;
+	pthread_cond_t moving_cond;	/* a node left NODE_MOVING (nodes_lock) */
 	bool handles;			/* SRC's filesystem has usable file handles */
 	struct dnode **buckets;
 	size_t nbuckets, nnodes;
@@ -264,7 +265,8 @@ void node_update_exchanged(const struct stat *a, struct dnode *pa, const char *n
 			   const struct stat *b, struct dnode *pb, const char *nb);
 void node_open_count(struct dnode *n, bool writable, int delta);
 /* One more open handle of n, counted before it is opened: false (none
- * counted) when n's object left SRC or is leaving it (node_move_claim). */
+ * counted) when n's object left SRC (node_move_claim); while it is
+ * leaving, it waits for the move's end. */
 bool node_open_begin(struct dnode *n, bool writable);
 /* Whether the node of dev/ino has an open handle now. */
 bool node_has_handles(dev_t dev, ino_t ino);
@@ -274,7 +276,7 @@ enum { NODE_PRESENT, NODE_MOVING, NODE_MOVED };
  * Before an unlink moves the object dev/ino, its only name parent/name,
  * into the upper (ovs_move_to_upper): true when its node is known, and
  * nothing but that node reaches the object (no open handle: a mapping
- * keeps one; no pinned fd), and it is now NODE_MOVING; node_move_end()
+ * keeps one), and it is now NODE_MOVING; node_move_end()
  * then ends the claim, moved or not.  Caller holds the marks of the
  * object and its directory.
  */

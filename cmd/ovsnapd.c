@@ -56,6 +56,7 @@ struct daemon D = {
 	.busy_lock = PTHREAD_MUTEX_INITIALIZER,
 	.busy_cond = PTHREAD_COND_INITIALIZER,
 	.nodes_lock = PTHREAD_MUTEX_INITIALIZER,
+	.moving_cond = PTHREAD_COND_INITIALIZER,
 	.loop_lock = PTHREAD_MUTEX_INITIALIZER,
 	.loop_cond = PTHREAD_COND_INITIALIZER,
 	.barrier_cond = PTHREAD_COND_INITIALIZER,

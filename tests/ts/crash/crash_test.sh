@@ -124,9 +124,10 @@ shutdown_now_and_check() {
 # Rule 8 with the fsyncs ovsnapd saves (issue 12): on XFS, with the store
 # on SRC's filesystem, a preserve of clones and metadata makes no fsync
 # at all (the log orders it before the change it guards).  First changes
-# of old files (renames, appends, chmods, deletes), the changes fsynced
-# through the mount (forcing the log up to them), then at once a shutdown
-# that loses everything not yet forced to the log: after remount the
+# of old files (renames, appends, chmods, deletes: each delete moves its
+# file itself into the layer, one rename in the same log), the changes
+# fsynced through the mount (forcing the log up to them), then at once a
+# shutdown that loses everything not yet forced to the log: after remount the
 # snapshot still shows every file as it was at the take.  On XFS this
 # holds with or without the fsyncs, which is the claim tested; daemon_test's
 # test_first_changes_on_xfs_make_no_fsync checks that none is made, and

@@ -13,12 +13,15 @@ tearDown() {
 }
 
 # volume [ENV...]: XFS with SRC holding d/f (metadata of every kind), p,
-# o and u/ (the test user's), snapshot 1 taken with ENV in the daemon's
-# environment; $UPPER is snapshot 1's upper.
+# o, x (a user's trusted.overlay.foo), i (immutable), u/ (the test
+# user's) and t/ (sticky: the user's mine, root's roots), snapshot 1
+# taken with ENV in the daemon's environment; $UPPER is snapshot 1's
+# upper.
 volume() {
 	ovs_mkfs xfs || return
 	SRC=$OVS_MNT/src
-	mkdir -p "$SRC/d" "$SRC/u"
+	mkdir -p "$SRC/d" "$SRC/u" "$SRC/t"
+	chmod 1777 "$SRC/t"
 	printf 'only name\n' >"$SRC/d/f"
 	chown 12:34 "$SRC/d/f"
 	chmod 4750 "$SRC/d/f"
@@ -27,13 +30,21 @@ volume() {
 	printf 'held by O_PATH\n' >"$SRC/p"
 	printf 'open\n' >"$SRC/o"
 	printf 'mine\n' >"$SRC/u/mine"
-	if ovs_user; then
-		chown -R "$OVS_UID:$OVS_GID" "$SRC/u"
-	fi
+	printf 'mine too\n' >"$SRC/t/mine"
+	printf 'roots\n' >"$SRC/t/roots"
+	printf 'overlay xattr\n' >"$SRC/x"
+	setfattr -n trusted.overlay.foo -v bar "$SRC/x"
+	printf 'immutable\n' >"$SRC/i"
+	chattr +i "$SRC/i" || { fail "chattr +i"; return 1; }
+	ovs_user || return
+	chown -R "$OVS_UID:$OVS_GID" "$SRC/u" "$SRC/t/mine"
 	INO_F=$(stat -c %i "$SRC/d/f")
 	CTIME_F=$(stat -c %Z "$SRC/d/f")
 	INO_O=$(stat -c %i "$SRC/o")
 	INO_MINE=$(stat -c %i "$SRC/u/mine")
+	INO_P=$(stat -c %i "$SRC/p")
+	INO_T=$(stat -c %i "$SRC/t/mine")
+	INO_ROOTS=$(stat -c %i "$SRC/t/roots")
 	ovs_run env "$@" "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return
 	UPPER=$(ovs_snapshot_layers "$SRC" | awk '$1 == 1 { print $2 }')
@@ -60,6 +71,8 @@ test_promise_ovsnapd_unlink_moves_file() {
 	assertEquals "the layer holds the file itself" "$INO_F" "$(stat -c %i "$UPPER/d/f")"
 	assertEquals "snapshot 1 shows it as it was (its own inode number and ctime)" \
 		"only name|4750 12:34 981173106 $INO_F $CTIME_F|one" "$(view_of d/f)"
+	# x's trusted.overlay.foo in SRC is an fsck error of its own
+	rm "$SRC/x"
 	ovs_run "$OVSNAP" fsck -n "$SRC"
 	assertEquals "fsck -n: $(ovs_ran)" 0 "$OVS_RC"
 }
@@ -109,17 +122,19 @@ utime refused
 open refused
 setxattr refused" "$OVS_OUT"
 	assertEquals "the layer holds the file itself, unchanged" \
-		"$(stat -c %i "$UPPER/p") 644 held by O_PATH" \
-		"$(stat -c '%i %a' "$UPPER/p") $(cat "$UPPER/p")"
+		"$INO_P 644 held by O_PATH" "$(stat -c '%i %a' "$UPPER/p") $(cat "$UPPER/p")"
 	assertNotEquals "its mtime" 1 "$(stat -c %Y "$UPPER/p")"
 	assertEquals "no user.x" "" "$(getfattr --only-values -n user.x "$UPPER/p" 2>/dev/null)"
 }
 
 # A user's unlink is theirs (rule 19): in their own folder the file
-# moves; in root's they are refused and nothing moves.
+# moves once the daemon has checked, as the user, that they may remove
+# names there; in root's folder the kernel refuses them first
+# (default_permissions) and nothing moves.  In a sticky folder, whose
+# rule also asks who owns the file, the daemon leaves the check to the
+# unlink as the user: their file is copied; root's own unlink moves.
 test_user_unlink() {
 	volume || return
-	[ -n "$OVS_USER" ] || return
 	ovs_as_user rm "$SRC/u/mine"
 	assertEquals "the user's rm of their file: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "the layer holds the file itself" "$INO_MINE" "$(stat -c %i "$UPPER/u/mine")"
@@ -128,10 +143,38 @@ test_user_unlink() {
 	assertContains "with EACCES" "$OVS_ERR" "Permission denied"
 	assertTrue "the file stays" "[ -f '$SRC/d/f' ]"
 	assertFalse "nothing in the layer" "[ -e '$UPPER/d/f' ]"
+	ovs_as_user rm "$SRC/t/mine"
+	assertEquals "the user's rm of their file in a sticky folder: $(ovs_ran)" 0 "$OVS_RC"
+	assertNotEquals "the layer holds a copy" "$INO_T" "$(stat -c %i "$UPPER/t/mine")"
+	assertEquals "of the file as it was" "mine too" "$(cat "$UPPER/t/mine")"
+	ovs_run rm "$SRC/t/roots"
+	assertEquals "root's rm in the sticky folder: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the layer holds root's file itself" "$INO_ROOTS" \
+		"$(stat -c %i "$UPPER/t/roots")"
 }
 
-# The test hook that keeps to copies (bench/unlink-move-bench.sh's
-# baseline): the snapshot is the same, the layer holds a copy.
+# Where the move is refused at the unlink itself (a user's
+# trusted.overlay.* xattr, rule 14; an immutable file, which XFS will not
+# rename), the unlink goes back to its preserve phase and copies: the
+# copy is escaped, and the immutable file stays with its unlink refused
+# as natively.
+test_unlink_refused_move_copies() {
+	volume || return
+	ovs_run rm "$SRC/x"
+	assertEquals "rm of the file with trusted.overlay.foo: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "its copy in the layer, escaped" "bar" \
+		"$(getfattr --only-values -n trusted.overlay.overlay.foo "$UPPER/x" 2>/dev/null)"
+	assertEquals "and unescaped nowhere" "" \
+		"$(getfattr --only-values -n trusted.overlay.foo "$UPPER/x" 2>/dev/null)"
+	ovs_run rm -f "$SRC/i"
+	assertEquals "rm of the immutable file fails" 1 "$OVS_RC"
+	assertContains "with EPERM" "$OVS_ERR" "Operation not permitted"
+	assertEquals "it stays, readable" immutable "$(cat "$SRC/i")"
+}
+
+# The test hook that keeps to copies (a baseline for
+# bench/metadata-bench.sh): the snapshot is the same, the layer holds a
+# copy.
 test_no_move_hook_copies() {
 	volume OVSNAPD_TEST_HOOKS=1 OVSNAPD_TEST_NO_MOVE=1 || return
 	ovs_run rm "$SRC/d/f"
