@@ -573,16 +573,23 @@ fuse_ino_t node_find_ino(dev_t dev, ino_t ino)
 	return nodeid;
 }
 
-bool node_has_children(dev_t dev, ino_t ino)
+/* Whether the node of dev/ino has nodes hanging from it (children) or
+ * open handles, now. */
+static bool node_has(dev_t dev, ino_t ino, bool children)
 {
 	struct dnode *n;
 	bool has;
 
 	pthread_mutex_lock(&D.nodes_lock);
 	n = hash_find(dev, ino);
-	has = n && n->children > 0;
+	has = n && (children ? n->children : n->nopen) > 0;
 	pthread_mutex_unlock(&D.nodes_lock);
 	return has;
+}
+
+bool node_has_children(dev_t dev, ino_t ino)
+{
+	return node_has(dev, ino, true);
 }
 
 /* Caller holds nodes_lock.  with_fd: lend srcdirfd (node_fd_get). */
@@ -872,14 +879,7 @@ bool node_open_begin(struct dnode *n, bool writable)
 
 bool node_has_handles(dev_t dev, ino_t ino)
 {
-	struct dnode *n;
-	bool has;
-
-	pthread_mutex_lock(&D.nodes_lock);
-	n = hash_find(dev, ino);
-	has = n && n->nopen;
-	pthread_mutex_unlock(&D.nodes_lock);
-	return has;
+	return node_has(dev, ino, false);
 }
 
 /* Counted (node_open_begin) before any open: a claim that finds no

@@ -540,8 +540,13 @@ static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return copy_up_one(l, path, false, st, ud);
 }
 
+static bool movable(const struct ovs_layer *l, const struct stat *st);
+
+/* Rule 1 for the object at path; with may_move, 1 instead when it may be
+ * moved into the upper at its unlink (ovs_preserve_unlink), its parents
+ * there made. */
 static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
-			      const struct ovs_relpath *path)
+			      const struct ovs_relpath *path, bool may_move)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct upper_dir ud;
@@ -560,7 +565,18 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 		upper_dir_close(&ud);
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	}
-	return preserve_object(l, m, path, &st, &ud);
+	if (!may_move || !movable(l, &st))
+		return preserve_object(l, m, path, &st, &ud);
+	/* The parents a copy would be installed in, made now, out of the
+	 * change: the move finds them. */
+	if (ud.fd < 0) {
+		ud.fd = ovs_upper_parent(l, path, true);
+		if (ud.fd < 0)
+			return ud.fd;
+		ud.owned = true;
+	}
+	upper_dir_close(&ud);
+	return 1;
 }
 
 /* ---- rule 8, grouped ----------------------------------------------------- */
@@ -966,7 +982,7 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	return scoped(l, preserve_object_at(l, m, path));
+	return scoped(l, preserve_object_at(l, m, path, false));
 }
 
 int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
@@ -1019,40 +1035,6 @@ static bool movable(const struct ovs_layer *l, const struct stat *st)
 	       S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_dev == l->src_dev;
 }
 
-static int preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
-			   const struct ovs_relpath *path, bool may_move)
-{
-	char what[OVS_RELPATH_DESCRIBE_MAX];
-	struct upper_dir ud;
-	struct stat st;
-	int rc = coverage_walk(l, l->upperfd, path, &ud);
-
-	if (rc != OVS_NOT_COVERED)
-		return rc < 0 ? rc : 0;
-	if (path->st && path->srcdirfd >= 0) {
-		st = *path->st;
-		rc = 0;
-	} else {
-		rc = src_stat(l, path, &st);
-	}
-	if (rc < 0) {
-		upper_dir_close(&ud);
-		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
-	}
-	if (!may_move || !movable(l, &st))
-		return preserve_object(l, m, path, &st, &ud);
-	/* The parents a copy would be installed in, made now, out of the
-	 * change: the move finds them. */
-	if (ud.fd < 0) {
-		ud.fd = ovs_upper_parent(l, path, true);
-		if (ud.fd < 0)
-			return ud.fd;
-		ud.owned = true;
-	}
-	upper_dir_close(&ud);
-	return 1;
-}
-
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path, bool may_move)
 {
@@ -1061,7 +1043,7 @@ int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	rc = preserve_unlink(l, m, path, may_move);
+	rc = preserve_object_at(l, m, path, may_move);
 	if (rc == 1)
 		return scoped(l, 0) ?: 1;
 	return scoped(l, rc);
