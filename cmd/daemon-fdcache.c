@@ -145,16 +145,20 @@ static void slot_release(int s)
 	C.used--;
 }
 
+/* Slot s's fd to close (victims), the slot freed. */
+static void slot_evict(int s, struct victims *v)
+{
+	if (!C.slots[s].refs)
+		lru_unlink(s);
+	v->fd[v->n++] = C.slots[s].fd;
+	slot_release(s);
+}
+
 /* Close unused fds (least recently used first) down to the bound. */
 static void evict_over_bound(int room, struct victims *v)
 {
-	while (C.used + room > C.bound && C.lru_head >= 0 && v->n < EVICT_BATCH) {
-		int s = C.lru_head;
-
-		lru_unlink(s);
-		v->fd[v->n++] = C.slots[s].fd;
-		slot_release(s);
-	}
+	while (C.used + room > C.bound && C.lru_head >= 0 && v->n < EVICT_BATCH)
+		slot_evict(C.lru_head, v);
 }
 
 /* A slot for fd of n with refs references; -1 without memory. */
@@ -241,19 +245,22 @@ static void put_slot_locked(int s, struct victims *v)
 	}
 }
 
-/* The node's object, opened from its handle, as root whoever the thread
- * acts for. */
-static int open_from_handle(struct dnode *n)
+int open_by_node_handle(unsigned char bytes, int type, const unsigned char *fh)
 {
 	struct {
 		struct file_handle fh;
 		unsigned char bytes[MAX_HANDLE_SZ];
 	} h;
 
-	h.fh.handle_bytes = n->fh_bytes;
-	h.fh.handle_type = n->fh_type;
-	memcpy(h.fh.f_handle, n->fh, n->fh_bytes);
+	h.fh.handle_bytes = bytes;
+	h.fh.handle_type = type;
+	memcpy(h.fh.f_handle, fh, bytes);
 	return identity_open_by_handle(D.srcfd, &h.fh, O_PATH | O_CLOEXEC);
+}
+
+static int open_from_handle(struct dnode *n)
+{
+	return open_by_node_handle(n->fh_bytes, n->fh_type, n->fh);
 }
 
 /* The limit may have been lowered under us: follow it, and make room. */
@@ -464,10 +471,7 @@ void fdcache_forget(struct dnode *n)
 	if (s >= 0) {
 		if (C.slots[s].refs)
 			__atomic_store_n(&misuse, true, __ATOMIC_RELAXED);
-		else
-			lru_unlink(s);
-		v.fd[v.n++] = C.slots[s].fd;
-		slot_release(s);
+		slot_evict(s, &v);
 	}
 	if (n->pinned_fd >= 0) {
 		v.fd[v.n++] = n->pinned_fd;
@@ -486,11 +490,8 @@ void fdcache_drop(struct dnode *n)
 
 	pthread_mutex_lock(&C.lock);
 	s = n->fd_slot;
-	if (s >= 0 && !C.slots[s].refs) {
-		lru_unlink(s);
-		v.fd[v.n++] = C.slots[s].fd;
-		slot_release(s);
-	}
+	if (s >= 0 && !C.slots[s].refs)
+		slot_evict(s, &v);
 	pthread_mutex_unlock(&C.lock);
 	victims_close(&v);
 }

@@ -772,10 +772,6 @@ fail:
 int node_removed_fd(dev_t dev, ino_t ino, const struct dnode *parent, const char *name,
 		    struct node_known *k)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char bytes[MAX_HANDLE_SZ];
-	} h;
 	struct dnode *n;
 
 	k->bytes = 0;
@@ -791,10 +787,7 @@ int node_removed_fd(dev_t dev, ino_t ino, const struct dnode *parent, const char
 	pthread_mutex_unlock(&D.nodes_lock);
 	if (!k->bytes)
 		return -1;
-	h.fh.handle_bytes = k->bytes;
-	h.fh.handle_type = k->type;
-	memcpy(h.fh.f_handle, k->fh, k->bytes);
-	return identity_open_by_handle(D.srcfd, &h.fh, O_PATH | O_CLOEXEC);
+	return open_by_node_handle(k->bytes, k->type, k->fh);
 }
 
 void node_update_removed(dev_t dev, ino_t ino, struct dnode *parent, const char *name,

@@ -288,6 +288,9 @@ size_t nodes_with_writers(fuse_ino_t **out);
 /* open_by_handle_at as the daemon (CAP_DAC_READ_SEARCH), whoever this
  * thread acts for at the moment. */
 int identity_open_by_handle(int mount_fd, struct file_handle *fh, int flags);
+/* An O_PATH fd of the object of a node's handle (bytes, type, fh) in
+ * SRC, opened so (daemon-fdcache.c). */
+int open_by_node_handle(unsigned char bytes, int type, const unsigned char *fh);
 
 /* The caller's identity for a change to SRC (per thread: setfsuid,
  * setfsgid, setgroups by raw syscall, umask after unshare(CLONE_FS), and
