@@ -540,7 +540,21 @@ static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return copy_up_one(l, path, false, st, ud);
 }
 
-static bool movable(const struct ovs_layer *l, const struct stat *st);
+/*
+ * An unlink of the only name of a regular file ends the file's life in
+ * SRC: the file itself can be the preserved copy.  One rename takes it
+ * out of SRC into the upper, the preserve and the change in one step of
+ * the log (so only where the log orders them: log_ordered, rule 8), with
+ * nothing to copy, no new inode, and its own birth time and inode number;
+ * the origin xattr keeps the ctime the rename changes (rule 16).  Only
+ * the caller knows whether anything else still reaches the file (an open
+ * handle, a mapping): may_move.
+ */
+static bool movable(const struct ovs_layer *l, const struct stat *st)
+{
+	return l->log_ordered && l->upper_on_src_mount >= 0 && !l->batch &&
+	       S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_dev == l->src_dev;
+}
 
 /* Rule 1 for the object at path; with may_move, 1 instead when it may be
  * moved into the upper at its unlink (ovs_preserve_unlink), its parents
@@ -1018,22 +1032,6 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 }
 
 /* ---- rule 1 for an unlink, by moving ------------------------------------- */
-
-/*
- * An unlink of the only name of a regular file ends the file's life in
- * SRC: the file itself can be the preserved copy.  One rename takes it
- * out of SRC into the upper, the preserve and the change in one step of
- * the log (so only where the log orders them: log_ordered, rule 8), with
- * nothing to copy, no new inode, and its own birth time and inode number;
- * the origin xattr keeps the ctime the rename changes (rule 16).  Only
- * the caller knows whether anything else still reaches the file (an open
- * handle, a mapping): may_move.
- */
-static bool movable(const struct ovs_layer *l, const struct stat *st)
-{
-	return l->log_ordered && l->upper_on_src_mount >= 0 && !l->batch &&
-	       S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_dev == l->src_dev;
-}
 
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path, bool may_move)

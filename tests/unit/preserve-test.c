@@ -304,14 +304,19 @@ static int names_check(int srcfd, const char *path, const struct stat *st,
 	return bad;
 }
 
-/* SRC's object at path has exactly want names in the map, each a name in
- * SRC of that same inode, no two alike. */
-static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+/* SRC's object at path has exactly want names in the map, as
+ * ovs_hlmap_names (max SIZE_MAX) or ovs_hlmap_names_max gives them, each
+ * a name in SRC of that same inode, no two alike; path_first: path is
+ * the first. */
+static int names_expect(struct ovs_hlmap *m, int srcfd, const char *path, size_t max,
+			size_t want, bool path_first)
 {
 	struct ovs_relpath *names;
 	struct stat st;
 	size_t n;
-	int rc = ovs_hlmap_names(m, srcfd, rel(path), &names, &n), bad;
+	int rc = max == SIZE_MAX ? ovs_hlmap_names(m, srcfd, rel(path), &names, &n)
+				 : ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n);
+	int bad;
 
 	if (rc < 0)
 		return fail(path, rc);
@@ -319,13 +324,19 @@ static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, siz
 		ovs_hlmap_names_free(names, n);
 		return fail(path, -errno);
 	}
-	bad = names_check(srcfd, path, &st, names, n, false);
+	bad = names_check(srcfd, path, &st, names, n, path_first);
 	if (n != want) {
 		fprintf(stderr, "preserve-test: %s: %zu names, want %zu\n", path, n, want);
 		bad = 1;
 	}
 	ovs_hlmap_names_free(names, n);
 	return bad;
+}
+
+/* SRC's object at path has exactly want names in the map. */
+static int expect_name_set(struct ovs_hlmap *m, int srcfd, const char *path, size_t want)
+{
+	return names_expect(m, srcfd, path, SIZE_MAX, want, false);
 }
 
 /* link(existing, name) in SRC and in the map. */
@@ -366,25 +377,7 @@ static int unlink_name(struct ovs_hlmap *m, int srcfd, const char *name)
  * all of them). */
 static int expect_names_max(struct ovs_hlmap *m, int srcfd, const char *path, size_t max)
 {
-	struct ovs_relpath *names;
-	struct stat st;
-	size_t n;
-	int rc = ovs_hlmap_names_max(m, srcfd, rel(path), max, &names, &n), bad;
-
-	if (rc < 0)
-		return fail(path, rc);
-	if (fstatat(srcfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		ovs_hlmap_names_free(names, n);
-		return fail(path, -errno);
-	}
-	bad = names_check(srcfd, path, &st, names, n, true);
-	if (n != max) {
-		fprintf(stderr, "preserve-test: %s: %zu names at most %zu, want %zu\n", path, n,
-			max, max);
-		bad = 1;
-	}
-	ovs_hlmap_names_free(names, n);
-	return bad;
+	return names_expect(m, srcfd, path, max, max, true);
 }
 
 /* One inode with hundreds of names in two folders: they share buckets of
