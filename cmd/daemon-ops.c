@@ -1203,11 +1203,12 @@ static bool may_move(fuse_req_t req, int dirfd, const struct stat *st)
  * The preserve phase of an unlink (its change locks held, ns_change_begin
  * or preserve_begin done): the object at parent/name in *path and *st,
  * preserved, or *movable when the engine left it to be moved into the
- * layer at the unlink itself; copy: never that.
+ * layer at the unlink itself (with, in *to, the upper directory it moves
+ * into, if its walk found it: unlink_by_move's); copy: never that.
  */
 static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *name,
 			   const struct busy_keys *ks, struct ovs_relpath *path,
-			   struct stat *st, bool copy, bool *movable)
+			   struct stat *st, bool copy, bool *movable, struct ovs_upper_dir *to)
 {
 	int err, rc;
 
@@ -1224,7 +1225,7 @@ static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *nam
 		if (!err && pres_layer) {
 			pres_gated |= test_preserve_gate_wants(path);
 			rc = ovs_preserve_unlink(pres_layer, D.hlmap, path,
-						 !copy && may_move(req, path->srcdirfd, st));
+						 !copy && may_move(req, path->srcdirfd, st), to);
 			if (rc < 0)
 				err = preserve_failed(rc, "unlink", path);
 			*movable = rc == 1;
@@ -1242,7 +1243,8 @@ static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *nam
  * refuses the rename), SRC unchanged.
  */
 static int unlink_by_move(fuse_req_t req, struct dnode *parent, const char *name,
-			  const struct ovs_relpath *path, const struct stat *st, bool *moved)
+			  const struct ovs_relpath *path, const struct stat *st,
+			  struct ovs_upper_dir *to, bool *moved)
 {
 	int rc, may;
 
@@ -1250,7 +1252,7 @@ static int unlink_by_move(fuse_req_t req, struct dnode *parent, const char *name
 	if (!node_move_claim(st->st_dev, st->st_ino, parent, name))
 		return MOVE_REFUSED;
 	may = caller_may_remove(req, path->srcdirfd);
-	rc = may ? 0 : ovs_move_to_upper(D.layer, path, st, moved);
+	rc = may ? 0 : ovs_move_to_upper(D.layer, path, st, to, moved);
 	node_move_end(st->st_dev, st->st_ino, parent, name, *moved);
 	if (may)
 		return may;	/* refused as the unlink would be, or unknown */
@@ -1276,6 +1278,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 	struct other_names other = { 0 };
 	struct busy_keys keys = { .n = 0 }, *ks = &keys;
 	struct node_known k = { .bytes = 0 };
+	struct ovs_upper_dir to = OVS_UPPER_DIR_INIT;
 	struct stat st;
 	bool movable = false, moved = false, copy = false;
 	int rc, err = 0, keep = -1;
@@ -1288,18 +1291,20 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent_ino, const char *name)
 again:
 	err = ns_change_begin(ks);
 	if (!err)
-		err = unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable);
+		err = unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable, &to);
 	if (!err && movable) {
-		err = unlink_by_move(req, parent, name, &path, &st, &moved);
+		err = unlink_by_move(req, parent, name, &path, &st, &to, &moved);
 		if (err == MOVE_REFUSED) {
 			/* Back to the preserve phase, out of a take's way, to
 			 * copy it (rule 13). */
 			copy = true;
 			change_leave();
 			err = preserve_begin() ?:
-			      unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable);
+			      unlink_preserve(req, parent, name, ks, &path, &st, copy, &movable,
+					      &to);
 		}
 	}
+	ovs_upper_dir_release(&to);
 	if (err == NS_RELOCK) {
 		ks = ns_relock();
 		goto again;

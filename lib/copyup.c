@@ -853,7 +853,7 @@ static bool overlay_xattr_or_many(int dfd, const char *name)
 }
 
 int ovs_move_into(struct ovs_layer *l, int sdirfd, const char *name, const struct stat *known,
-		  int udirfd, bool *moved)
+		  int udirfd, ino_t uino, bool *moved)
 {
 	struct timespec times[2];
 	struct statx stx;
@@ -870,7 +870,7 @@ int ovs_move_into(struct ovs_layer *l, int sdirfd, const char *name, const struc
 	    stx.stx_dev_major != major(l->src_dev) || stx.stx_dev_minor != minor(l->src_dev) ||
 	    !S_ISREG(stx.stx_mode) || stx.stx_nlink != 1 || overlay_xattr_or_many(sdirfd, name))
 		return 0;
-	m = upper_dir_lock(l, udirfd, 0, times, &rc);
+	m = upper_dir_lock(l, udirfd, uino, times, &rc);
 	if (rc < 0)
 		goto out;
 	if (renameat2(sdirfd, name, udirfd, name, RENAME_NOREPLACE) < 0) {
@@ -993,9 +993,9 @@ int ovs_upper_parent_from(struct ovs_layer *l, int rootfd, const struct ovs_relp
 	int cur, scur = -1, rc;
 	size_t i;
 
-	cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
-		return ovs_err(errno, "dup: %m");
+	/* rootfd itself until the first level: a dup to close at once
+	 * would cost two calls for nothing. */
+	cur = rootfd;
 	for (i = 0; i + 1 < path->n; i++) {
 		const char *comp = path->names[i];
 		struct ovs_relpath upto = { path->names, i + 1, -1, NULL };
@@ -1060,12 +1060,19 @@ int ovs_upper_parent_from(struct ovs_layer *l, int rootfd, const struct ovs_relp
 				     ovs_relpath_describe(&upto, what, sizeof(what)), strerror(err));
 			goto fail;
 		}
-		close(cur);
+		if (cur != rootfd)
+			close(cur);
 		cur = fd;
+	}
+	if (cur == rootfd) {
+		cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+		if (cur < 0)
+			cur = ovs_err(errno, "dup: %m");
 	}
 	goto out;
 fail:
-	close(cur);
+	if (cur != rootfd)
+		close(cur);
 	cur = rc;
 out:
 	if (scur >= 0)

@@ -120,9 +120,10 @@ int ovs_link_into(struct ovs_layer *l, int fromdirfd, const char *from, int udir
  * with one link on SRC's filesystem, trusted.overlay.* xattrs) or the
  * filesystem refuses the rename (EXDEV, EPERM) or the upper already has
  * the name; *moved true once it is out of SRC, also when an error
- * follows (restoring the upper directory's times). */
+ * follows (restoring the upper directory's times).  uino: udirfd's inode
+ * number, 0 if unknown. */
 int ovs_move_into(struct ovs_layer *l, int sdirfd, const char *name, const struct stat *known,
-		  int udirfd, bool *moved);
+		  int udirfd, ino_t uino, bool *moved);
 /* Put a whiteout at udirfd/name (a link to the layer's shared one). */
 int ovs_whiteout_at(struct ovs_layer *l, int udirfd, const char *name);
 /* An entry was added to or changed in udirfd: restore its times (saved

@@ -194,15 +194,10 @@ static void log_scope_object(struct ovs_layer *l, const struct stat *st)
 
 /*
  * The upper directory that would hold path's last name, as a coverage
- * walk finds it on its way (the preserve then installs into it).
+ * walk finds it on its way (struct ovs_upper_dir: the preserve then
+ * installs into it, or an unlink's move moves into it).
  */
-struct upper_dir {
-	int fd;		/* -1: not found (or the walk was not asked for it) */
-	ino_t ino;
-	bool owned;	/* fd is the walk's to close (not the layer's upperfd) */
-};
-
-static void upper_dir_close(struct upper_dir *ud)
+void ovs_upper_dir_release(struct ovs_upper_dir *ud)
 {
 	if (ud->fd >= 0 && ud->owned)
 		close(ud->fd);
@@ -217,15 +212,17 @@ static void upper_dir_close(struct upper_dir *ud)
  * OVS_NOT_COVERED with every parent there.
  */
 static int coverage_walk(struct ovs_layer *l, int upperfd, const struct ovs_relpath *path,
-			 struct upper_dir *ud)
+			 struct ovs_upper_dir *ud)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	int cur = upperfd, rc = OVS_NOT_COVERED;
 	ino_t cur_ino = l ? l->upper_ino : 0;
 	size_t i;
 
-	if (ud)
+	if (ud) {
 		ud->fd = -1;
+		ud->layer = l;
+	}
 	if (!path->n)
 		return ovl_is_opaque_at(upperfd, "") > 0 ? OVS_ENTRY_OPAQUE_DIR : OVS_ENTRY_DIR;
 	for (i = 0; i < path->n; i++) {
@@ -377,10 +374,10 @@ static void src_parent_put(const struct ovs_relpath *path, int sdir)
  * or NULL to find it (and make missing parents).
  */
 static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool opaque,
-		       const struct stat *known, struct upper_dir *ud)
+		       const struct stat *known, struct ovs_upper_dir *ud)
 {
 	char tmp[OVS_TMP_NAME_MAX], what[OVS_RELPATH_DESCRIBE_MAX];
-	struct upper_dir found = { .fd = -1 };
+	struct ovs_upper_dir found = { .fd = -1 };
 	struct stat st;
 	int sdir, rc;
 
@@ -388,13 +385,13 @@ static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool
 		ud = &found;
 	sdir = src_parent(l, path);
 	if (sdir < 0) {
-		upper_dir_close(ud);
+		ovs_upper_dir_release(ud);
 		return sdir;
 	}
 	rc = ovs_copy_to_work(l, sdir, ovs_relpath_base(path), opaque, known, &st, tmp);
 	src_parent_put(path, sdir);
 	if (rc < 0) {
-		upper_dir_close(ud);
+		ovs_upper_dir_release(ud);
 		return ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
 	}
 	if (ud->fd < 0) {
@@ -407,7 +404,7 @@ static int copy_up_one(struct ovs_layer *l, const struct ovs_relpath *path, bool
 		ud->owned = true;
 	}
 	rc = ovs_install(l, tmp, &st, ud->fd, ud->ino, ovs_relpath_base(path));
-	upper_dir_close(ud);
+	ovs_upper_dir_release(ud);
 	return rc;
 }
 
@@ -529,12 +526,12 @@ out:
 /* ud: as copy_up_one's (closed here). */
 static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			   const struct ovs_relpath *path, const struct stat *st,
-			   struct upper_dir *ud)
+			   struct ovs_upper_dir *ud)
 {
 	log_scope_object(l, st);
 	if (m && !S_ISDIR(st->st_mode) && st->st_nlink > 1) {
 		if (ud)
-			upper_dir_close(ud);
+			ovs_upper_dir_release(ud);
 		return copy_up_linked(l, m, path, st);
 	}
 	return copy_up_one(l, path, false, st, ud);
@@ -558,29 +555,41 @@ static bool movable(const struct ovs_layer *l, const struct stat *st)
 
 /* Rule 1 for the object at path; with may_move, 1 instead when it may be
  * moved into the upper at its unlink (ovs_preserve_unlink), its parents
- * there made. */
+ * there made, and in *to (if not NULL) the upper directory it moves into
+ * where the walk found it on SRC's mount. */
 static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
-			      const struct ovs_relpath *path, bool may_move)
+			      const struct ovs_relpath *path, bool may_move,
+			      struct ovs_upper_dir *to)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
-	struct upper_dir ud;
+	struct ovs_upper_dir ud;
 	struct stat st;
-	int rc = coverage_walk(l, l->upperfd, path, &ud);
+	bool known = path->st && path->srcdirfd >= 0;
+	/* A file the caller's stat already shows movable is looked for from
+	 * the upper on SRC's mount, where its move renames it to: the walk
+	 * then hands the move its directory (rename(2) stays within one
+	 * mount). */
+	bool on_src = to && may_move && known && movable(l, path->st);
+	int rc = coverage_walk(l, on_src ? l->upper_on_src_mount : l->upperfd, path, &ud);
 
 	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
-	if (path->st && path->srcdirfd >= 0) {
+	if (known) {
 		st = *path->st;
 		rc = 0;
 	} else {
 		rc = src_stat(l, path, &st);
 	}
 	if (rc < 0) {
-		upper_dir_close(&ud);
+		ovs_upper_dir_release(&ud);
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	}
 	if (!may_move || !movable(l, &st))
-		return preserve_object(l, m, path, &st, &ud);
+		return preserve_object(l, m, path, &st, &ud);	/* never on_src */
+	if (on_src && ud.fd >= 0) {
+		*to = ud;
+		return 1;
+	}
 	/* The parents a copy would be installed in, made now, out of the
 	 * change: the move finds them. */
 	if (ud.fd < 0) {
@@ -589,7 +598,7 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 			return ud.fd;
 		ud.owned = true;
 	}
-	upper_dir_close(&ud);
+	ovs_upper_dir_release(&ud);
 	return 1;
 }
 
@@ -996,7 +1005,7 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	return scoped(l, preserve_object_at(l, m, path, false));
+	return scoped(l, preserve_object_at(l, m, path, false, NULL));
 }
 
 int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
@@ -1034,44 +1043,59 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 /* ---- rule 1 for an unlink, by moving ------------------------------------- */
 
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
-			const struct ovs_relpath *path, bool may_move)
+			const struct ovs_relpath *path, bool may_move,
+			struct ovs_upper_dir *to)
 {
 	int rc = ovs_layer_check(l);
 
+	if (to)
+		ovs_upper_dir_release(to);
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	rc = preserve_object_at(l, m, path, may_move);
+	rc = preserve_object_at(l, m, path, may_move, to);
 	if (rc == 1)
 		return scoped(l, 0) ?: 1;
 	return scoped(l, rc);
 }
 
 int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
-		      const struct stat *st, bool *moved)
+		      const struct stat *st, struct ovs_upper_dir *to, bool *moved)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
-	int rc = ovs_layer_check(l), sdir, udir;
+	struct ovs_upper_dir ud = OVS_UPPER_DIR_INIT;
+	int rc = ovs_layer_check(l), sdir;
 
 	*moved = false;
-	if (rc)
+	if (to) {
+		if (to->layer == l)
+			ud = *to;
+		else
+			ovs_upper_dir_release(to);
+		to->fd = -1;
+	}
+	if (rc < 0 || !path->n || !movable(l, st)) {
+		ovs_upper_dir_release(&ud);
 		return rc;
-	if (!path->n || !movable(l, st))
-		return 0;
+	}
 	log_scope_begin(l);
-	udir = ovs_upper_parent_from(l, l->upper_on_src_mount, path, false);
-	if (udir == -ENOENT)
-		return scoped(l, 0);	/* not made (a crash, fsck): a copy makes it */
-	if (udir < 0)
-		return scoped(l, udir);
+	if (ud.fd < 0) {
+		ud.fd = ovs_upper_parent_from(l, l->upper_on_src_mount, path, false);
+		if (ud.fd == -ENOENT)
+			return scoped(l, 0);	/* not made (a crash, fsck): a copy makes it */
+		if (ud.fd < 0)
+			return scoped(l, ud.fd);
+		ud.ino = 0;
+		ud.owned = true;
+	}
 	sdir = src_parent(l, path);
 	if (sdir < 0) {
-		close(udir);
+		ovs_upper_dir_release(&ud);
 		return scoped(l, sdir);
 	}
-	rc = ovs_move_into(l, sdir, ovs_relpath_base(path), st, udir, moved);
+	rc = ovs_move_into(l, sdir, ovs_relpath_base(path), st, ud.fd, ud.ino, moved);
 	src_parent_put(path, sdir);
-	close(udir);
+	ovs_upper_dir_release(&ud);
 	if (rc < 0)
 		rc = ovs_err_keep(-rc, "preserve %s", DESCRIBE(path, what));
 	return scoped(l, rc);

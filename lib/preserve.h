@@ -179,10 +179,24 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
  * false and 0, nothing changed and the caller preserves it by
  * ovs_preserve_object before unlinking; *moved true with an error: SRC
  * changed, and the error is the preserve's. */
+/* With 1, *to may also hold the upper directory the move goes to, on
+ * SRC's mount, as the preserve's walk found it: ovs_move_to_upper takes
+ * it (or finds it again, to: NULL or empty); ovs_upper_dir_release drops
+ * it where no move follows.  It is the layer's own: no other layer's move
+ * uses it. */
+struct ovs_upper_dir {
+	const struct ovs_layer *layer;
+	int fd;			/* -1: none */
+	ino_t ino;
+	bool owned;		/* fd is to close (not the layer's own) */
+};
+#define OVS_UPPER_DIR_INIT { .fd = -1 }
+void ovs_upper_dir_release(struct ovs_upper_dir *ud);
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
-			const struct ovs_relpath *path, bool may_move);
+			const struct ovs_relpath *path, bool may_move,
+			struct ovs_upper_dir *to);
 int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
-		      const struct stat *st, bool *moved);
+		      const struct stat *st, struct ovs_upper_dir *to, bool *moved);
 /* Rule 2: before a name is created at path: a whiteout if nothing was
  * there at snapshot time; if SRC has an object at path, it is preserved
  * as by ovs_preserve_object.  No-op if covered. */

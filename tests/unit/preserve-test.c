@@ -752,6 +752,7 @@ static int parallel(struct ovs_layer *l, struct ovs_hlmap *m, int argc, char **a
 static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
 			    struct ovs_relpath *rp, const char *p)
 {
+	struct ovs_upper_dir to = OVS_UPPER_DIR_INIT;
 	struct stat st;
 	bool moved = false;
 	int rc;
@@ -759,9 +760,9 @@ static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
 	if (fstatat(srcfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	rp->st = &st;
-	rc = ovs_preserve_unlink(l, m, rp, true);
+	rc = ovs_preserve_unlink(l, m, rp, true, &to);
 	if (rc == 1) {
-		rc = ovs_move_to_upper(l, rp, &st, &moved);
+		rc = ovs_move_to_upper(l, rp, &st, &to, &moved);
 		if (rc == 0 && !moved)
 			rc = ovs_preserve_object(l, m, rp);
 	}

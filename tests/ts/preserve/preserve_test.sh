@@ -167,6 +167,10 @@ case_unlink_move() {
 	setfattr -n user.a -v one "$S/d/e/f"
 	setfacl -m u:123:rw "$S/d/e/f"
 	touch -d '2001-02-03 04:05:06.123456789' "$S/d/e/f"
+	# g: its folder is in the upper by then (the preserve's walk hands
+	# the move its directory, on SRC's mount); r: at the top
+	printf 'second\n' >"$S/d/e/g"
+	printf 'top\n' >"$S/r"
 	printf 'escaped\n' >"$S/o"
 	setfattr -n trusted.overlay.foo -v bar "$S/o"
 	printf 'linked\n' >"$S/h1"
@@ -174,17 +178,19 @@ case_unlink_move() {
 	printf 'covered\n' >"$S/c"
 	ino=$(stat -c %i "$S/d/e/f")
 	ctime=$(stat -c %Z "$S/d/e/f")
+	inos="$ino $(stat -c %i "$S/d/e/g" "$S/r" | xargs)"
 	start_layer
 	pv object c
-	got=$("$T" unlink "$S" "$U" "$W" d/e/f o h1 c) || fail "$FS/$CASE: preserve unlink"
-	want="unlinked unlinked unlinked unlinked"
-	[ "$FS" = xfs ] && want="moved unlinked unlinked unlinked"
+	got=$("$T" unlink "$S" "$U" "$W" d/e/f d/e/g r o h1 c) || fail "$FS/$CASE: preserve unlink"
+	want="unlinked unlinked unlinked unlinked unlinked unlinked"
+	[ "$FS" = xfs ] && want="moved moved moved unlinked unlinked unlinked"
 	assertEquals "$FS/$CASE: moved or unlinked" "$want" "$(echo $got)"
 	# the other name of h1 changes: h1 in the view must not
 	printf 'changed\n' >>"$S/h2"
 	check_view
 	[ "$FS" = xfs ] &&
-		assertEquals "$FS/$CASE: the upper holds the file itself" "$ino" "$(stat -c %i "$U/d/e/f")"
+		assertEquals "$FS/$CASE: the upper holds the files themselves" "$inos" \
+			"$(stat -c %i "$U/d/e/f" "$U/d/e/g" "$U/r" | xargs)"
 	assertContains "$FS/$CASE: its origin, with the ctime it had" \
 		"$(getfattr --only-values -n trusted.overlay.ovsnap.origin "$U/d/e/f" 2>/dev/null)" \
 		"ino=$ino ctime=$ctime."
