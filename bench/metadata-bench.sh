@@ -46,10 +46,15 @@ fi
 start_passthrough "$x/fp-real" "$x/fp"
 start_passthrough "$x/fpd-real" "$x/fpd" own-session
 
-declare -A runs
+# The daemons' own CPU time per operation too (utime + stime): steadier
+# than the times on this VM, and what a change to the daemon's work moves.
+declare -A runs cpu pid_of
+pid_of[live]=$(bench_daemon_of "$x/live")
+[ -n "${OVSNAPD_BASE:-}" ] && pid_of[base]=$(bench_daemon_of "$x/base")
 one() { # WHERE KIND OP DIR
-	local t
+	local t c0=0
 	sync
+	[ -n "${pid_of[$1]:-}" ] && c0=$(cpu_ms "${pid_of[$1]}")
 	case $3 in
 	create) t=$(fileops_ms create "$4" "$N" 4096) ;;
 	stat) drop_caches; t=$(fileops_ms stat "$4") ;;
@@ -61,6 +66,8 @@ one() { # WHERE KIND OP DIR
 	chmod) t=$(fileops_ms chmod "$4" "$N") ;;
 	delete) t=$(fileops_ms delete "$4" "$N") ;;
 	esac
+	[ -n "${pid_of[$1]:-}" ] &&
+		cpu[$1,$2,$3]+="$(awk -v a="$c0" -v b="$(cpu_ms "${pid_of[$1]}")" 'BEGIN { print b - a }') "
 	sync
 	runs[$1,$2,$3]+="$t "
 }
@@ -107,6 +114,16 @@ for kind in new old; do
 		b=; [ -n "${OVSNAPD_BASE:-}" ] && b=$(med "base,$kind,$op")
 		printf '%-22s %9s %9s %9s %9s %9s   %s\n' "$op ($kind folder)" "$n" "$p" "$pd" "$l" "$b" \
 			"$(ratio "$p" "$l")x $(ratio "$pd" "$l")x${b:+ | $(ratio "$p" "$b")x $(ratio "$pd" "$b")x}"
+	done
+done
+echo
+printf '%-22s %9s %9s   %s\n' "daemon CPU ms" ovsnapd "${OVSNAPD_BASE:+base}" "${OVSNAPD_BASE:+ovsnapd's CPU time / base's}"
+for kind in new old; do
+	for op in $OPS; do
+		[ "$kind" = old ] && [ "$op" = create ] && continue
+		l=$(printf '%s\n' ${cpu[live,$kind,$op]:-} | median)
+		b=; [ -n "${OVSNAPD_BASE:-}" ] && b=$(printf '%s\n' ${cpu[base,$kind,$op]:-} | median)
+		printf '%-22s %9s %9s   %s\n' "$op ($kind folder)" "$l" "$b" "${b:+$(ratio "$l" "$b")}"
 	done
 done
 echo "(passthr: the plain passthrough in this script's session; pt-daemon: the same"
