@@ -584,8 +584,13 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 		ovs_upper_dir_release(&ud);
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
 	}
-	if (!may_move || !movable(l, &st))
-		return preserve_object(l, m, path, &st, &ud);	/* never on_src */
+	if (!may_move || !movable(l, &st)) {
+		/* A copy installs from work, on the store's mount (on_src
+		 * implies movable: never so, but never on SRC's mount). */
+		if (on_src)
+			ovs_upper_dir_release(&ud);
+		return preserve_object(l, m, path, &st, on_src ? NULL : &ud);
+	}
 	if (on_src && ud.fd >= 0) {
 		*to = ud;
 		return 1;
@@ -1054,8 +1059,14 @@ int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 		return rc;
 	log_scope_begin(l);
 	rc = preserve_object_at(l, m, path, may_move, to);
-	if (rc == 1)
-		return scoped(l, 0) ?: 1;
+	if (rc == 1) {
+		rc = scoped(l, 0);
+		if (rc == 0)
+			return 1;
+		if (to)
+			ovs_upper_dir_release(to);	/* only a 1 hands it over */
+		return rc;
+	}
 	return scoped(l, rc);
 }
 

@@ -167,6 +167,19 @@ int ovs_coverage_at(int upperfd, const char *path);
  * (rule 8).  No-op if covered. */
 int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path);
+/* The upper directory an unlink's file moves into, as the preserve's walk
+ * found it on SRC's mount (ovs_preserve_unlink, ovs_move_to_upper): the
+ * layer's that found it, used by no other layer's move.  Initialised with
+ * OVS_UPPER_DIR_INIT; ovs_upper_dir_release drops it where no move
+ * follows (and may be called on an empty one). */
+struct ovs_upper_dir {
+	const struct ovs_layer *layer;
+	int fd;			/* -1: none */
+	ino_t ino;
+	bool owned;		/* fd is to close (not the layer's own) */
+};
+#define OVS_UPPER_DIR_INIT { .fd = -1 }
+void ovs_upper_dir_release(struct ovs_upper_dir *ud);
 /* Rule 1 before the unlink of path, in two steps.  ovs_preserve_unlink:
  * as ovs_preserve_object, except that for the only name of a regular
  * file it may answer 1 instead of copying, when may_move (nothing but the
@@ -178,20 +191,10 @@ int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
  * SRC for the upper, *moved true, and the unlink is done; with *moved
  * false and 0, nothing changed and the caller preserves it by
  * ovs_preserve_object before unlinking; *moved true with an error: SRC
- * changed, and the error is the preserve's. */
-/* With 1, *to may also hold the upper directory the move goes to, on
- * SRC's mount, as the preserve's walk found it: ovs_move_to_upper takes
- * it (or finds it again, to: NULL or empty); ovs_upper_dir_release drops
- * it where no move follows.  It is the layer's own: no other layer's move
- * uses it. */
-struct ovs_upper_dir {
-	const struct ovs_layer *layer;
-	int fd;			/* -1: none */
-	ino_t ino;
-	bool owned;		/* fd is to close (not the layer's own) */
-};
-#define OVS_UPPER_DIR_INIT { .fd = -1 }
-void ovs_upper_dir_release(struct ovs_upper_dir *ud);
+ * changed, and the error is the preserve's.  With 1, *to may also hold
+ * the upper directory the move goes to (any it held before is released
+ * first), which ovs_move_to_upper takes (or it finds the directory again:
+ * to NULL or empty); with any other answer *to is empty. */
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path, bool may_move,
 			struct ovs_upper_dir *to);

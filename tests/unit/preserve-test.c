@@ -745,33 +745,51 @@ static int parallel(struct ovs_layer *l, struct ovs_hlmap *m, int argc, char **a
 
 /*
  * "unlink": rule 1 before an unlink and the unlink itself, as the daemon
- * makes them (with no open handle: may move), printing "moved" when the
- * file itself went into the upper, "unlinked" when it was preserved by a
- * copy (or was covered) and then unlinked.
+ * makes them (with no open handle: may move; the name's directory open
+ * and its stat of the name given, so that the preserve's walk can hand
+ * the move its upper directory), printing "moved" when the file itself
+ * went into the upper, "unlinked" when it was preserved by a copy (or was
+ * covered) and then unlinked.
  */
 static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
 			    struct ovs_relpath *rp, const char *p)
 {
 	struct ovs_upper_dir to = OVS_UPPER_DIR_INIT;
+	const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
 	struct stat st;
 	bool moved = false;
-	int rc;
+	int rc, dfd = srcfd;
 
-	if (fstatat(srcfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
+	if (slash) {
+		char *dir = strndup(p, slash - p);
+
+		if (!dir)
+			return -ENOMEM;
+		dfd = openat(srcfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		free(dir);
+		if (dfd < 0)
+			return -errno;
+	}
+	rc = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	rp->srcdirfd = dfd;
 	rp->st = &st;
-	rc = ovs_preserve_unlink(l, m, rp, true, &to);
+	if (rc == 0)
+		rc = ovs_preserve_unlink(l, m, rp, true, &to);
 	if (rc == 1) {
 		rc = ovs_move_to_upper(l, rp, &st, &to, &moved);
 		if (rc == 0 && !moved)
 			rc = ovs_preserve_object(l, m, rp);
 	}
-	if (rc < 0)
-		return rc;
-	if (!moved && unlinkat(srcfd, p, 0) < 0)
-		return -errno;
-	printf("%s\n", moved ? "moved" : "unlinked");
-	return 0;
+	ovs_upper_dir_release(&to);
+	if (rc == 0 && !moved && unlinkat(dfd, base, 0) < 0)
+		rc = -errno;
+	rp->srcdirfd = -1;
+	rp->st = NULL;
+	if (dfd != srcfd)
+		close(dfd);
+	if (rc == 0)
+		printf("%s\n", moved ? "moved" : "unlinked");
+	return rc;
 }
 
 int main(int argc, char **argv)
