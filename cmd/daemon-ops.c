@@ -1014,9 +1014,11 @@ static bool entry_stat(struct dnode *dir, const char *name, struct stat *st);
  * ns_change_end() in every case.  The kernel asks for a create only where
  * it knows no entry, but a name made behind the mount (a negative entry
  * it caches for a day) reaches an object: that object is preserved by
- * ovs_preserve_name, and marked busy like the object of an unlink, so
- * its preserve and the create's open (with O_TRUNC, a change of it) are
- * one step against its other changes (rule 9).  *existed: an object was
+ * ovs_preserve_name under ns_lock for writing (the stat under the
+ * directory's mark finds it: NS_RELOCK), so its preserve and the
+ * create's open (with O_TRUNC, a change of it) are one step against its
+ * other changes (rule 9); for that rare object no create stats its name
+ * before the mark.  *existed: an object was
  * at the name when it was preserved.  all_names: under ns_lock for
  * writing from the start.
  */
@@ -1028,8 +1030,6 @@ static int create_begin(struct dnode *parent, const char *name, struct ovs_relpa
 	int rc, err;
 
 	keys_add(&keys, parent->dev, parent->ino);
-	if (entry_stat(parent, name, &st))
-		keys_add(&keys, st.st_dev, st.st_ino);
 again:
 	err = ns_change_begin(ks);
 	if (!err)

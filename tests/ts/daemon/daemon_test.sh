@@ -526,9 +526,13 @@ test_fd_limit_is_logged_once_and_recovers() {
 # A CREATE can reach a name that exists: one made behind the mount while
 # the kernel caches a negative entry for it (or a stale one).  Then, as on
 # the real filesystem, open(O_CREAT|O_TRUNC) opens and truncates it, after
-# it is preserved, and open(O_CREAT|O_EXCL) fails with EEXIST.
+# it is preserved, and open(O_CREAT|O_EXCL) fails with EEXIST (the
+# kernel looks an O_EXCL name up again, and finds it).  A create marks
+# only the directory before it looks at the name: the O_TRUNC one meets
+# an object it did not mark and starts again under the lock of every
+# name change (relocks, in the daemon's status).
 test_create_over_a_name_made_behind_the_mount() {
-	local under=$OVS_TMP/under id upper
+	local under=$OVS_TMP/under id upper n0
 
 	for f in trunc excl; do
 		assertFalse "no $f yet (the kernel caches a negative entry)" "[ -e '$SRC/$f' ]"
@@ -539,6 +543,7 @@ test_create_over_a_name_made_behind_the_mount() {
 	printf 'old\n' >"$under/src/excl"
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	n0=$(ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p')
 	ovs_run python3 -c 'import os, sys
 os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
 	assertContains "O_CREAT|O_EXCL of an existing name: $(ovs_ran)" "$OVS_ERR" "FileExistsError"
@@ -546,6 +551,8 @@ os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
 	printf 'new\n' >"$SRC/trunc"
 	assertEquals "O_CREAT|O_TRUNC of an existing name truncates it" \
 		"new" "$(cat "$under/src/trunc")"
+	assertEquals "the create started again under every name change's lock" \
+		"$((${n0:-0} + 1))" "$(ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p')"
 	read -r id upper < <(ovs_snapshot_layers "$SRC" | tail -1)
 	assertEquals "snapshot $id keeps the old content" "old" "$(cat "$upper/trunc" 2>&1)"
 	umount "$under"
