@@ -737,6 +737,12 @@ print(s.recv(4096).decode())
 EOF
 }
 
+# ovs_relocks: the daemon's count of name changes that met another object
+# under the name than the one they had marked (ovsnapd(8), status).
+ovs_relocks() {
+	ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p'
+}
+
 # ovs_wait_held [WHAT]: wait (10 s at most) until the daemon this script
 # started holds a preserve at its test gate (OVSNAPD_TEST_HOOKS=1 and the
 # gate file present); otherwise fail the current test, naming WHAT.

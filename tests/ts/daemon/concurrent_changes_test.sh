@@ -269,12 +269,6 @@ test_changes_of_another_name_wait_for_its_preserve_ext4() {
 	changes_of_another_name_wait_for_its_preserve
 }
 
-# relocks: the daemon's count of name changes that met another object
-# under the name than the one they had marked (ovsnapd(8), status)
-relocks() {
-	ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p'
-}
-
 # A name replaced behind the mount (through the filesystem beneath SRC)
 # while an unlink or a rename of it waits for its object's busy mark: under
 # the marks it finds another object than the one it marked, so it starts
@@ -292,7 +286,7 @@ test_name_replaced_behind_the_mount_while_a_change_waits() {
 	mkdir -p "$bypass"
 	mount --bind "$OVS_MNT" "$bypass" || { fail "bind mount of the filesystem"; return; }
 	for c in rm mv; do
-		n0=$(relocks)
+		n0=$(ovs_relocks)
 		hold_a_truncate "$SRC/held/$c" || return
 		case $c in
 		rm) rm "$SRC/other/rm.2" & ;;
@@ -313,7 +307,7 @@ test_name_replaced_behind_the_mount_while_a_change_waits() {
 		wait_bounded 60 "$pid"
 		assertEquals "$c completes once released" 0 $?
 		assertEquals "$c started again under the lock of every name change" \
-			$((n0 + 1)) "$(relocks)"
+			$((n0 + 1)) "$(ovs_relocks)"
 	done
 	# The kernel's attributes of what changed behind it may be stale:
 	# read the filesystem itself.

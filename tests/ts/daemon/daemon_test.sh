@@ -543,7 +543,7 @@ test_create_over_a_name_made_behind_the_mount() {
 	printf 'old\n' >"$under/src/excl"
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
-	n0=$(ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p')
+	n0=$(ovs_relocks)
 	ovs_run python3 -c 'import os, sys
 os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
 	assertContains "O_CREAT|O_EXCL of an existing name: $(ovs_ran)" "$OVS_ERR" "FileExistsError"
@@ -552,7 +552,7 @@ os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/excl"
 	assertEquals "O_CREAT|O_TRUNC of an existing name truncates it" \
 		"new" "$(cat "$under/src/trunc")"
 	assertEquals "the create started again under every name change's lock" \
-		"$((${n0:-0} + 1))" "$(ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p')"
+		"$((${n0:-0} + 1))" "$(ovs_relocks)"
 	read -r id upper < <(ovs_snapshot_layers "$SRC" | tail -1)
 	assertEquals "snapshot $id keeps the old content" "old" "$(cat "$upper/trunc" 2>&1)"
 	umount "$under"
