@@ -396,9 +396,10 @@ static const char *escaped_xattr_name(const char *name, char *buf, size_t len)
 }
 
 /* Copy every xattr (ACLs and security.* included) of (sfd, sname) to
- * (dfd, dname). */
+ * (dfd, dname); *acl: a system. attribute (an ACL, which sets mode bits)
+ * was copied. */
 static int copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
-		       const char *path)
+		       const char *path, bool *acl)
 {
 	char *list = NULL, *val = NULL, *p;
 	ssize_t llen;
@@ -436,6 +437,8 @@ static int copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 			rc = ovs_err(-r, "copy xattr %s of %s: %s", p, path, strerror(-r));
 			goto out;
 		}
+		if (!strncmp(dst_name, "system.", 7))
+			*acl = true;
 	}
 out:
 	free(list);
@@ -508,15 +511,28 @@ static int copy_metadata(int sfd, const char *sname, const struct statx *stx, in
 		{ .tv_sec = stx->stx_mtime.tv_sec, .tv_nsec = stx->stx_mtime.tv_nsec },
 	};
 	int empty = *dname ? 0 : AT_EMPTY_PATH;
+	bool acl = false, set_mode;
+	struct stat now;
 	int rc;
 
-	if (fchownat(dfd, dname, stx->stx_uid, stx->stx_gid, AT_SYMLINK_NOFOLLOW | empty) < 0)
-		return ovs_err(errno, "chown copy of %s: %m", path);
-	rc = copy_xattrs(sfd, sname, dfd, dname, path);
+	/* Each chown and chmod is a transaction of the filesystem's log, and
+	 * a copy is mostly made by root with the mode it needs already
+	 * (build_regular): only what differs is set.  A chown clears the
+	 * set-id bits, so the chmod follows it. */
+	if (fstatat(dfd, dname, &now, AT_SYMLINK_NOFOLLOW | empty) < 0)
+		return ovs_err(errno, "stat copy of %s: %m", path);
+	set_mode = (now.st_mode & 07777) != (stx->stx_mode & 07777);
+	if (now.st_uid != stx->stx_uid || now.st_gid != stx->stx_gid) {
+		if (fchownat(dfd, dname, stx->stx_uid, stx->stx_gid,
+			     AT_SYMLINK_NOFOLLOW | empty) < 0)
+			return ovs_err(errno, "chown copy of %s: %m", path);
+		set_mode = true;
+	}
+	rc = copy_xattrs(sfd, sname, dfd, dname, path, &acl);
 	if (rc < 0)
 		return rc;
 	/* After the ACLs: chmod recomputes the ACL mask from the same bits. */
-	if (!S_ISLNK(stx->stx_mode)) {
+	if (!S_ISLNK(stx->stx_mode) && (set_mode || acl)) {
 		rc = *dname ? fchmodat(dfd, dname, stx->stx_mode & 07777, 0)
 			    : fchmod(dfd, stx->stx_mode & 07777);
 		if (rc < 0)
@@ -581,7 +597,9 @@ static int build_regular(struct ovs_layer *l, int sdirfd, const char *name,
 		rc = ovs_err(errno, "stat %s: %m", path);
 		goto out;
 	}
-	out = openat(l->workfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* With the permission bits of the copy (work is root's alone, rule
+	 * 20), so that copy_metadata need not chmod it. */
+	out = openat(l->workfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, stx->stx_mode & 0777);
 	if (out < 0) {
 		rc = ovs_err(errno, "create %s in work: %m", tmp);
 		goto out;

@@ -86,14 +86,22 @@ case_metadata() {
 	new_case metadata
 	printf 'x\n' >"$S/f"
 	mkdir -p "$S/d/e"
-	chmod 4755 "$S/f"; chown 12:34 "$S/f"
+	# chown before chmod: a chown clears the set-id bits
+	chown 12:34 "$S/f"; chmod 4755 "$S/f"
 	touch -d '2001-02-03 04:05:06.123456789' "$S/f"
 	touch -a -d '2002-02-03 04:05:06.5' "$S/f"
-	chmod 2750 "$S/d/e"; chown 5:6 "$S/d/e"
+	chown 5:6 "$S/d/e"; chmod 2750 "$S/d/e"
 	touch -d '2003-01-01 00:00:00.25' "$S/d/e"
+	# root's files, whose copies need no chown: any mode, and set-id
+	printf 'r\n' >"$S/r0"; chmod 0 "$S/r0"
+	printf 'r\n' >"$S/r1"; chmod 6777 "$S/r1"
+	printf 'r\n' >"$S/r2"; chmod 1664 "$S/r2"
 	start_layer
-	pv object f d/e
+	pv object f d/e r0 r1 r2
+	assertEquals "$FS/$CASE: the copies' modes" "4755 2750 0 6777 1664" \
+		"$(stat -c %a "$U/f" "$U/d/e" "$U/r0" "$U/r1" "$U/r2" | xargs)"
 	chmod 600 "$S/f"; chown 1:1 "$S/f"; touch "$S/f"
+	chmod 644 "$S/r0" "$S/r1" "$S/r2"
 	chmod 700 "$S/d/e"; chown 0:0 "$S/d/e"; touch "$S/d/e"
 	# the root and its parents' times are preserved too (rule 7)
 	chmod 700 "$S"; touch "$S/d"
