@@ -518,7 +518,7 @@ static int copy_metadata(int sfd, const char *sname, const struct statx *stx, in
 	/* Each chown and chmod is a transaction of the filesystem's log, and
 	 * a copy is mostly made by root with the mode it needs already
 	 * (build_regular): only what differs is set.  A chown clears the
-	 * set-id bits, so the chmod follows it. */
+	 * set-id bits of a file that has them: the chmod follows it then. */
 	if (fstatat(dfd, dname, &now, AT_SYMLINK_NOFOLLOW | empty) < 0)
 		return ovs_err(errno, "stat copy of %s: %m", path);
 	set_mode = (now.st_mode & 07777) != (stx->stx_mode & 07777);
@@ -526,7 +526,8 @@ static int copy_metadata(int sfd, const char *sname, const struct statx *stx, in
 		if (fchownat(dfd, dname, stx->stx_uid, stx->stx_gid,
 			     AT_SYMLINK_NOFOLLOW | empty) < 0)
 			return ovs_err(errno, "chown copy of %s: %m", path);
-		set_mode = true;
+		if (now.st_mode & (S_ISUID | S_ISGID))
+			set_mode = true;
 	}
 	rc = copy_xattrs(sfd, sname, dfd, dname, path, &acl);
 	if (rc < 0)

@@ -205,7 +205,8 @@ test_first_changes_copied_on_xfs_are_fsynced() {
 # the object and the directories not stat'ed again and again (main: 10
 # stats and 38 calls per first chmod; then 6 and 23, the daemon's own
 # lookup check, chmod and reply stat included; now 7 and 22: one stat of
-# the copy in place of its chown and chmod, two transactions of the log).
+# the copy in place of its chown and chmod, two transactions of the log;
+# the bounds leave one call of slack, as before).
 test_first_chmod_on_xfs_syscalls() {
 	local src pid trace=$OVS_TMP/chmod.strace n=8 i files=
 	ovs_require_cmd strace || return
@@ -238,9 +239,11 @@ test_first_chmod_on_xfs_syscalls() {
 	assertTrue "at most 7 stats per first chmod, not $(grep -cE '(^|[[:space:]])(newfstatat|statx)\(' "$trace") for $n (trace: $(cat "$trace"))" \
 		"[ $(grep -cE '(^|[[:space:]])(newfstatat|statx)\(' "$trace") -le $((7 * n)) ]"
 	# root's files: created in work with their mode, so no chown or chmod
-	# of the copies (the caller's chmod goes through /proc/self/fd).
+	# of the copies (the caller's chmod goes through /proc/self/fd: as
+	# fchmodat where there is no chmod call, as on arm64).
 	assertEquals "no chown or chmod of the copies (trace: $(cat "$trace"))" 0 \
-		"$(grep -cE '(^|[[:space:]])(fchownat|fchown|fchmod|fchmodat)\(' "$trace")"
+		"$(grep -E '(^|[[:space:]])(fchownat|fchown|fchmod|fchmodat)\(' "$trace" |
+			grep -vc '"/proc/self/fd/')"
 	# Calls of the request itself and of the thread pool aside.
 	assertTrue "at most 23 calls per first chmod, not $(grep -vcE '(^|[[:space:]])(read|writev|futex|madvise|mmap|munmap|mprotect|rt_sigprocmask|clone3|set_robust_list|rseq)\(|exited|resumed' "$trace") for $n (trace: $(cat "$trace"))" \
 		"[ $(grep -vcE '(^|[[:space:]])(read|writev|futex|madvise|mmap|munmap|mprotect|rt_sigprocmask|clone3|set_robust_list|rseq)\(|exited|resumed' "$trace") -le $((23 * n)) ]"

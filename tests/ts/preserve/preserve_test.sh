@@ -92,16 +92,25 @@ case_metadata() {
 	touch -a -d '2002-02-03 04:05:06.5' "$S/f"
 	chown 5:6 "$S/d/e"; chmod 2750 "$S/d/e"
 	touch -d '2003-01-01 00:00:00.25' "$S/d/e"
-	# root's files, whose copies need no chown: any mode, and set-id
-	printf 'r\n' >"$S/r0"; chmod 0 "$S/r0"
-	printf 'r\n' >"$S/r1"; chmod 6777 "$S/r1"
-	printf 'r\n' >"$S/r2"; chmod 1664 "$S/r2"
+	# Copies are made with the permission bits and chowned or chmodded
+	# only where they differ: root's files (no chown) with any mode, with
+	# set-id and sticky bits (which the copy is not made with), and with
+	# bits this process's umask (022) takes from a create; a user's file
+	# whose copy needs only the chown.
+	local r m modes="0 6777 1664 4755 2755 1755 666 644"
+	for m in $modes; do
+		printf 'r\n' >"$S/r$m"; chmod "$m" "$S/r$m"
+	done
+	printf 'u\n' >"$S/u"; chown 12:34 "$S/u"; chmod 644 "$S/u"
 	start_layer
-	pv object f d/e r0 r1 r2
-	assertEquals "$FS/$CASE: the copies' modes" "4755 2750 0 6777 1664" \
-		"$(stat -c %a "$U/f" "$U/d/e" "$U/r0" "$U/r1" "$U/r2" | xargs)"
+	pv object f d/e u
+	for m in $modes; do pv object "r$m"; done
+	for m in $modes; do r="$r $(stat -c %a "$U/r$m")"; done
+	assertEquals "$FS/$CASE: the copies' modes" "$(echo 4755 2750 $modes 644 12:34)" \
+		"$(echo $(stat -c %a "$U/f" "$U/d/e") $r $(stat -c '%a %u:%g' "$U/u"))"
 	chmod 600 "$S/f"; chown 1:1 "$S/f"; touch "$S/f"
-	chmod 644 "$S/r0" "$S/r1" "$S/r2"
+	for m in $modes; do chmod 700 "$S/r$m"; done
+	chown 0:0 "$S/u"
 	chmod 700 "$S/d/e"; chown 0:0 "$S/d/e"; touch "$S/d/e"
 	# the root and its parents' times are preserved too (rule 7)
 	chmod 700 "$S"; touch "$S/d"
