@@ -191,17 +191,21 @@ time_ms() {
 	fi
 }
 
-# fileops_ms OP DIR [N [SIZE]]: ms of ovs-fileops, or FAIL
-fileops_ms() {
+# ns_ms CMD...: CMD prints the nanoseconds it took; its ms, or FAIL (a
+# failure must not read as 0 ms), with CMD's errors on stderr
+ns_ms() {
 	local ns
 
-	if ns=$("$FILEOPS" "$@" 2>"$work/.fileops.err"); then
+	if ns=$("$@" 2>"$work/.ns_ms.err"); then
 		awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
 	else
-		cat "$work/.fileops.err" >&2
+		cat "$work/.ns_ms.err" >&2
 		echo FAIL
 	fi
 }
+
+# fileops_ms OP DIR [N [SIZE]]: ms of ovs-fileops, or FAIL
+fileops_ms() { ns_ms "$FILEOPS" "$@"; }
 
 read_ms() { # FILE: cold sequential read
 	drop_caches

@@ -31,26 +31,54 @@ static int fail(const char *what, int err)
 	return 1;
 }
 
-static long long elapsed(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (t1.tv_sec - t0->tv_sec) * 1000000000LL + (t1.tv_nsec - t0->tv_nsec);
-}
-
-/* The engine's preserve of DIR/name, then the change. */
-static int engine(int srcfd, int dfd, const char *upper, const char *work, const char *dir,
-		  long long n)
-{
+/* What a mode keeps between the preserves of one run. */
+struct run {
+	int dfd;			/* SRC/DIR */
+	/* engine */
 	struct ovs_layer *l;
 	struct ovs_hlmap *m;
-	struct timespec t0;
+	const char *names[2];		/* DIR, the file's name */
+	/* meta */
+	int workfd, updfd;		/* WORK, UPPER/DIR */
+};
+
+/* The engine's preserve, as ovsnapd calls it: the file's directory open,
+ * the name stat'ed by the caller.  0 or a positive errno. */
+static int engine_one(struct run *r, const char *name, const struct stat *st)
+{
+	struct ovs_relpath path = { .names = r->names, .n = 2, .srcdirfd = r->dfd, .st = st };
+
+	r->names[1] = name;
+	return -ovs_preserve_object(r->l, r->m, &path);
+}
+
+/* The least a metadata-only preserve does: no data, no ownership, no
+ * checks.  0 or a positive errno. */
+static int meta_one(struct run *r, const char *name, const struct stat *st)
+{
+	static const char origin[] = "ino=0 ctime=0.000000000 btime=-";
+	struct timespec times[2] = { st->st_atim, st->st_mtim };
+	int out, err = 0;
+
+	out = openat(r->workfd, "#copy", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		     st->st_mode & 0777);
+	if (out < 0)
+		return errno;
+	if (fsetxattr(out, "trusted.overlay.metacopy", "", 0, 0) < 0 ||
+	    fsetxattr(out, "trusted.overlay.ovsnap.origin", origin, sizeof(origin) - 1, 0) < 0 ||
+	    futimens(out, times) < 0)
+		err = errno;
+	close(out);
+	if (!err && renameat2(r->workfd, "#copy", r->updfd, name, RENAME_NOREPLACE) < 0)
+		err = errno;
+	return err;
+}
+
+static int engine_setup(struct run *r, int srcfd, const char *upper, const char *work,
+			const char *dir)
+{
+	struct ovs_relpath dpath = { .names = r->names, .n = 1, .srcdirfd = -1 };
 	size_t outside;
-	char name[32];
-	const char *names[2] = { dir, name };
-	struct ovs_relpath dpath = { .names = names, .n = 1, .srcdirfd = -1 };
-	struct ovs_relpath path = { .names = names, .n = 2, .srcdirfd = -1 };
 	int upfd, rc;
 
 	upfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -60,91 +88,43 @@ static int engine(int srcfd, int dfd, const char *upper, const char *work, const
 	close(upfd);
 	if (rc < 0)
 		return fail("the root's copy", -rc);
-	rc = ovs_layer_open(upper, work, srcfd, 0, &l);
+	rc = ovs_layer_open(upper, work, srcfd, 0, &r->l);
 	if (rc < 0)
 		return fail("open the layer", -rc);
-	rc = ovs_hlmap_build(srcfd, &m, &outside);
+	rc = ovs_hlmap_build(srcfd, &r->m, &outside);
 	if (rc < 0)
 		return fail("hard link map", -rc);
-	rc = ovs_preserve_object(l, m, &dpath);
+	r->names[0] = dir;
+	rc = ovs_preserve_object(r->l, r->m, &dpath);
 	if (rc < 0)
 		return fail(dir, -rc);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (long long i = 0; i < n; i++) {
-		struct stat st;
-
-		/* As ovsnapd: its directory open, the name stat'ed by the caller. */
-		snprintf(name, sizeof(name), "f%08lld", i);
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return fail(name, errno);
-		path.srcdirfd = dfd;
-		path.st = &st;
-		rc = ovs_preserve_object(l, m, &path);
-		if (rc < 0)
-			return fail(name, -rc);
-		if (fchmodat(dfd, name, 0600, 0) < 0)
-			return fail(name, errno);
-	}
-	printf("%lld\n", elapsed(&t0));
-	ovs_hlmap_free(m);
-	ovs_layer_close(l);
 	return 0;
 }
 
-/* The least a metadata-only preserve of DIR/name costs, then the change. */
-static int meta(int dfd, const char *upper, const char *work, const char *dir, long long n)
+static int meta_setup(struct run *r, const char *upper, const char *work, const char *dir)
 {
-	static const char origin[] = "ino=0 ctime=0.000000000 btime=-";
-	struct timespec t0;
-	char name[32];
-	int workfd, upfd, updfd;
+	int upfd;
 
-	workfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (workfd < 0)
+	r->workfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->workfd < 0)
 		return fail(work, errno);
 	upfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (upfd < 0 || mkdirat(upfd, dir, 0755) < 0)
 		return fail(upper, errno);
-	updfd = openat(upfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (updfd < 0)
-		return fail(dir, errno);
+	r->updfd = openat(upfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	close(upfd);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (long long i = 0; i < n; i++) {
-		struct timespec times[2];
-		struct stat st;
-		int out;
-
-		snprintf(name, sizeof(name), "f%08lld", i);
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return fail(name, errno);
-		out = openat(workfd, "#copy", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-			     st.st_mode & 0777);
-		if (out < 0)
-			return fail("create in work", errno);
-		if (fsetxattr(out, "trusted.overlay.metacopy", "", 0, 0) < 0 ||
-		    fsetxattr(out, "trusted.overlay.ovsnap.origin", origin, sizeof(origin) - 1, 0) < 0)
-			return fail("set an xattr", errno);
-		times[0] = st.st_atim;
-		times[1] = st.st_mtim;
-		if (futimens(out, times) < 0)
-			return fail("set the times", errno);
-		close(out);
-		if (renameat2(workfd, "#copy", updfd, name, RENAME_NOREPLACE) < 0)
-			return fail("rename into the upper", errno);
-		if (fchmodat(dfd, name, 0600, 0) < 0)
-			return fail(name, errno);
-	}
-	printf("%lld\n", elapsed(&t0));
-	close(updfd);
-	close(workfd);
+	if (r->updfd < 0)
+		return fail(dir, errno);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	long long n;
-	int srcfd, dfd;
+	int (*one)(struct run *, const char *, const struct stat *);
+	struct run r = { .workfd = -1, .updfd = -1 };
+	struct timespec t0, t1;
+	long long n, i;
+	int srcfd, err;
 
 	if (argc != 7 || (strcmp(argv[6], "engine") && strcmp(argv[6], "meta"))) {
 		fprintf(stderr, "usage: ovs-preserve SRC UPPER WORK DIR N engine|meta\n");
@@ -154,12 +134,39 @@ int main(int argc, char **argv)
 	srcfd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (srcfd < 0)
 		return fail(argv[1], errno);
-	dfd = openat(srcfd, argv[4], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
+	r.dfd = openat(srcfd, argv[4], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r.dfd < 0)
 		return fail(argv[4], errno);
 	if (mkdir(argv[2], 0755) < 0 || mkdir(argv[3], 0700) < 0)
 		return fail("make the upper and work", errno);
-	if (!strcmp(argv[6], "engine"))
-		return engine(srcfd, dfd, argv[2], argv[3], argv[4], n);
-	return meta(dfd, argv[2], argv[3], argv[4], n);
+	if (!strcmp(argv[6], "engine")) {
+		one = engine_one;
+		err = engine_setup(&r, srcfd, argv[2], argv[3], argv[4]);
+	} else {
+		one = meta_one;
+		err = meta_setup(&r, argv[2], argv[3], argv[4]);
+	}
+	if (err)
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++) {
+		char name[32];
+		struct stat st;
+
+		snprintf(name, sizeof(name), "f%08lld", i);
+		if (fstatat(r.dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return fail(name, errno);
+		err = one(&r, name, &st);
+		if (err)
+			return fail(name, err);
+		if (fchmodat(r.dfd, name, 0600, 0) < 0)
+			return fail(name, errno);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%lld\n", (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+	if (r.l) {
+		ovs_hlmap_free(r.m);
+		ovs_layer_close(r.l);
+	}
+	return 0;
 }

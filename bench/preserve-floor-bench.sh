@@ -44,15 +44,7 @@ start_passthrough "$x/fpd-real" "$x/fpd" own-session
 declare -A runs
 us() { awk -v ms="$1" -v n="$N" 'BEGIN { if (ms == "FAIL") print "FAIL"; else printf "%.1f", ms * 1000 / n }'; }
 preserve_ms() { # ROUND MODE
-	local ns
-
-	if ns=$("$OVS_PRESERVE" "$x/$2" "$x/$2.up.$1" "$x/$2.work.$1" "old.$1" "$N" "$2" \
-		2>"$work/.preserve.err"); then
-		awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
-	else
-		cat "$work/.preserve.err" >&2
-		echo FAIL
-	fi
+	ns_ms "$OVS_PRESERVE" "$x/$2" "$x/$2.up.$1" "$x/$2.work.$1" "old.$1" "$N" "$2"
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -46,15 +46,10 @@ seq_write_ms() { # FILE
 	ms "$t0" "$t1"
 }
 
-small_ms() { # DIR create|delete -> ms, or FAIL (a failure must not read as 0 ms)
-	local ns
+small_ms() { # DIR create|delete -> ms, or FAIL
 	sync
-	if ! ns=$("$FILEOPS" "$2" "$1" "$SMALL_FILES" 4096); then
-		echo FAIL
-		return
-	fi
+	fileops_ms "$2" "$1" "$SMALL_FILES" 4096
 	sync
-	awk -v n="$ns" 'BEGIN { printf "%.1f", n / 1e6 }'
 }
 
 bench_header "ovsnap snapshot-mount benchmarks"
