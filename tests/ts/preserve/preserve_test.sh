@@ -97,19 +97,18 @@ case_metadata() {
 	# set-id and sticky bits (which the copy is not made with), and with
 	# bits this process's umask (022) takes from a create; a user's file
 	# whose copy needs only the chown.
-	local r m modes="0 6777 1664 4755 2755 1755 666 644"
+	local m modes="0 6777 1664 4755 2755 1755 666 644" rs=()
 	for m in $modes; do
 		printf 'r\n' >"$S/r$m"; chmod "$m" "$S/r$m"
+		rs+=("r$m")
 	done
 	printf 'u\n' >"$S/u"; chown 12:34 "$S/u"; chmod 644 "$S/u"
 	start_layer
-	pv object f d/e u
-	for m in $modes; do pv object "r$m"; done
-	for m in $modes; do r="$r $(stat -c %a "$U/r$m")"; done
+	pv object f d/e u "${rs[@]}"
 	assertEquals "$FS/$CASE: the copies' modes" "$(echo 4755 2750 $modes 644 12:34)" \
-		"$(echo $(stat -c %a "$U/f" "$U/d/e") $r $(stat -c '%a %u:%g' "$U/u"))"
+		"$(echo $(stat -c %a "$U/f" "$U/d/e" "${rs[@]/#/$U/}") $(stat -c '%a %u:%g' "$U/u"))"
 	chmod 600 "$S/f"; chown 1:1 "$S/f"; touch "$S/f"
-	for m in $modes; do chmod 700 "$S/r$m"; done
+	chmod 700 "${rs[@]/#/$S/}"
 	chown 0:0 "$S/u"
 	chmod 700 "$S/d/e"; chown 0:0 "$S/d/e"; touch "$S/d/e"
 	# the root and its parents' times are preserved too (rule 7)
