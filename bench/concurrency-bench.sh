@@ -11,7 +11,9 @@
 # throughput: write-behind must not slow the copy).  With one global
 # change lock the eight wait for the whole copy; with locking by object
 # they should not, and with write-behind in the copy their fsyncs should
-# not wait for the copy's dirty data either.
+# not wait for the copy's dirty data either; and a copy-up of more than
+# 64 MiB gives way to them between its chunks (the daemon's status counts
+# the chunks after which it waited: "gave way", by round).
 #
 # The floor, measured in the same rounds on the same filesystem outside
 # the volume (NATIVE=0 leaves it out): the same processes make the same
@@ -248,7 +250,13 @@ native_with_copy_ms() {
 	fi
 }
 
-declare -A base with alone copy still renamed
+# daemon_yields: the chunks after which the daemon's copies gave way to
+# other first changes so far (empty for a daemon that does not say).
+daemon_yields() {
+	daemon_status | sed -n 's/.* yields=\([0-9]*\) .*/\1/p'
+}
+
+declare -A base with alone copy still renamed yields
 for ((r = 0; r < ROUNDS; r++)); do
 	for b in "${builds[@]}"; do
 		use_daemon "$b"
@@ -261,7 +269,10 @@ for ((r = 0; r < ROUNDS; r++)); do
 		[ "$KIND" = append ] || make_files
 		"$OVSNAP" take "$src" >/dev/null
 		drop_caches
+		y0=$(daemon_yields)
 		with[$b]+="$(with_copy_up_ms) "
+		y1=$(daemon_yields)
+		yields[$b]+="$([ -n "$y0" ] && [ -n "$y1" ] && echo $((y1 - y0)) || echo -) "
 		read -r c st dn <"$work/copy"
 		copy[$b]+="$c "
 		still[$b]+="$st "
@@ -299,6 +310,7 @@ for b in "${builds[@]}"; do
 	row "the copy-up alone" "$(med "${alone[$b]}")" "-" "-" \
 		"$(mibs "$(med "${alone[$b]}")"); rounds: ${alone[$b]}"
 	echo "still copying when the ${PROCS} ended, by round: ${still[$b]}"
+	echo "chunks after which the copy-up gave way to them, by round: ${yields[$b]}"
 	[ "$KIND" = append ] ||
 		echo "files renamed (of $((PROCS * FILES))) when the copy ended, by round: ${renamed[$b]}"
 done
