@@ -1052,12 +1052,12 @@ static void handle_request(int conn)
 		ovs_ctl_reply(conn, "ok pid=%d layer=%" PRIu64 " epoch=%" PRIu64
 			      " open=%lu deferred=%u barrier=%d preserving=%u nodes=%zu"
 			      " nodebytes=%zu nodefds=%d fdbound=%d relocks=%u nswait=%u/%u"
-			      " fusedev=%u:%u src=%s",
+			      " yields=%lu fusedev=%u:%u src=%s",
 			      (int)getpid(), D.layer_id,
 			      __atomic_load_n(&D.epoch, __ATOMIC_ACQUIRE), open, D.ndeferred,
 			      (int)__atomic_load_n(&D.barrier, __ATOMIC_SEQ_CST), preserving_count(), nnodes, nbytes, nfds,
 			      D.handles ? fdbound : -1, __atomic_load_n(&D.relocks, __ATOMIC_RELAXED),
-			      nsx, nss, major(D.fuse_dev),
+			      nsx, nss, ovs_copy_yields(), major(D.fuse_dev),
 			      minor(D.fuse_dev), D.src);
 	} else if (strcmp(req, "quiesce") == 0) {
 		/* The CLI holds the volume lock: no take can retire another

@@ -139,6 +139,10 @@ int ovs_upper_dir_times(int udirfd, struct timespec times[2]);
  * cache.  *writeback_err (may be NULL): the errno of a failed writeback
  * of out the copy stopped at (its fsync would not report it again). */
 int ovs_copy_data_ranges(int in, int out, off_t size, bool drop_cache, int *writeback_err);
+/* An entry point of the engine starts and ends: a first change, which a
+ * bulk copy of this process gives way to (copyup.c).  They nest. */
+void ovs_first_change_begin(void);
+void ovs_first_change_end(void);
 
 /* A sync of what a preserve wrote into l failed with err: l refuses every
  * later preserve (ovs_layer_sync_error).  Returns err, errno kept. */

@@ -180,6 +180,7 @@ void ovs_log_order_lost(const struct ovs_layer *l)
 
 static void log_scope_begin(struct ovs_layer *l)
 {
+	ovs_first_change_begin();
 	log_scope = l->log_ordered ? l : NULL;
 }
 
@@ -655,6 +656,8 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 	if (group_layer != l)
 		return 0;
 	group_layer = NULL;
+	if (ngroup)
+		ovs_first_change_begin();
 	/* Each directory's fsync makes its entries as they are now durable:
 	 * all the group added, whatever the order.  Every one is tried even
 	 * after a failure: a retry of the change finds the entries in place,
@@ -666,6 +669,8 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 			rc = r;
 		close(group_fds[i]);
 	}
+	if (ngroup)
+		ovs_first_change_end();
 	ngroup = 0;
 	return rc < 0 ? rc : ovs_layer_check(l);
 }
@@ -995,10 +1000,12 @@ static int checked(struct ovs_layer *l, int rc)
 	return rc < 0 ? rc : ovs_layer_check(l);
 }
 
-/* Each entry point is one scope of ovs_log_orders. */
+/* Each entry point is one scope of ovs_log_orders, and one first change
+ * that a bulk copy gives way to (copyup.c). */
 static int scoped(struct ovs_layer *l, int rc)
 {
 	log_scope = NULL;
+	ovs_first_change_end();
 	return checked(l, rc);
 }
 

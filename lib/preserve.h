@@ -225,5 +225,9 @@ int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path);
  * cloned from SRC), and every directory of it is opaque. */
 int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 			 const struct ovs_relpath *path);
+/* How many times a bulk copy (a preserve that copies more than 64 MiB)
+ * waited between two of its chunks for other first changes of this
+ * process, since it started: ovsnapd's status. */
+unsigned long ovs_copy_yields(void);
 
 #endif

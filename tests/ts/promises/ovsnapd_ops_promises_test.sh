@@ -270,8 +270,8 @@ test_promise_ovsnapd_status_reply() {
 	exec 5<"$SRC/file"
 	st=$(ovs_ctl status)
 	exec 5<&-
-	assertTrue "status is 'ok pid= layer= epoch= open= deferred= barrier= preserving= nodes= nodebytes= nodefds= fdbound= relocks= nswait= fusedev= src=' ($st)" \
-		"echo '$st' | grep -qxE 'ok pid=[0-9]+ layer=1 epoch=2 open=1 deferred=0 barrier=0 preserving=0 nodes=[0-9]+ nodebytes=[0-9]+ nodefds=[0-9]+ fdbound=(-1|[0-9]+) relocks=0 nswait=0/0 fusedev=[0-9]+:[0-9]+ src=$SRC'"
+	assertTrue "status is 'ok pid= layer= epoch= open= deferred= barrier= preserving= nodes= nodebytes= nodefds= fdbound= relocks= nswait= yields= fusedev= src=' ($st)" \
+		"echo '$st' | grep -qxE 'ok pid=[0-9]+ layer=1 epoch=2 open=1 deferred=0 barrier=0 preserving=0 nodes=[0-9]+ nodebytes=[0-9]+ nodefds=[0-9]+ fdbound=(-1|[0-9]+) relocks=0 nswait=0/0 yields=0 fusedev=[0-9]+:[0-9]+ src=$SRC'"
 	assertEquals "fusedev is the snapshot mount's device" \
 		"$(mountpoint -d "$SRC")" "$(echo "$st" | sed -n 's/.* fusedev=\([0-9:]*\) .*/\1/p')"
 	pid=$(echo "$st" | sed -n 's/.*pid=\([0-9]*\).*/\1/p')
