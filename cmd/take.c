@@ -15,7 +15,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -254,14 +253,6 @@ static void kill_own_group(int sig)
 	kill(0, SIGKILL);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Run a PRE_HOOK or POST_HOOK of the volume's config with sh -c, its
  * stdout on our stderr (stdout is the new id), in a process group of its
@@ -340,11 +331,11 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 	pidfd = timeout ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	if (pidfd >= 0) {
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-		int64_t deadline = now_ms() + (int64_t)timeout * 1000;
+		int64_t deadline = ovs_mono_ms() + (int64_t)timeout * 1000;
 		int n;
 
 		for (;;) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - ovs_mono_ms();
 
 			if (left <= 0) {
 				n = 0;

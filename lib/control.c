@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libovsnap.h"
@@ -37,10 +36,9 @@ static int fill_addr(const char *sockpath, struct sockaddr_un *addr)
 static int wait_fd(int fd, short events, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
-	struct timespec start, now;
+	int64_t start = ovs_mono_ms();
 	int left = timeout_ms, rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		rc = poll(&pfd, 1, left);
 		if (rc > 0)
@@ -50,9 +48,7 @@ static int wait_fd(int fd, short events, int timeout_ms)
 		if (errno != EINTR)
 			return -errno;
 		if (timeout_ms >= 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
-					     (now.tv_nsec - start.tv_nsec) / 1000000);
+			left = timeout_ms - (int)(ovs_mono_ms() - start);
 			if (left < 0)
 				left = 0;
 		}

@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ovsnap-private.h"
@@ -271,14 +270,6 @@ unsigned long ovs_copy_yields(void)
 	return __atomic_load_n(&bulk_yields, __ATOMIC_RELAXED);
 }
 
-static long ms_since(const struct timespec *t0)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 struct write_behind {
 	int fd;
 	int err;		/* a writeback error the waits reported */
@@ -310,7 +301,7 @@ static int write_behind_wait(struct write_behind *w)
 /* A bulk copy between two chunks: wait while other first changes run. */
 static int give_way(struct write_behind *w)
 {
-	struct timespec t0;
+	int64_t t0;
 	int rc;
 
 	first_change_uncount();
@@ -320,8 +311,9 @@ static int give_way(struct write_behind *w)
 	if (rc < 0)
 		return rc;
 	__atomic_add_fetch(&bulk_yields, 1, __ATOMIC_RELAXED);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (__atomic_load_n(&first_changes, __ATOMIC_SEQ_CST) && ms_since(&t0) < BULK_YIELD_MS)
+	t0 = ovs_mono_ms();
+	while (__atomic_load_n(&first_changes, __ATOMIC_SEQ_CST) &&
+	       ovs_mono_ms() - t0 < BULK_YIELD_MS)
 		usleep(1000);
 	return 0;
 }

@@ -295,5 +295,7 @@ int ovs_read_file_at(int dirfd, const char *name, char **buf, size_t *len, size_
 int ovs_remove_tree_at(int dirfd, const char *name);
 /* Strict unsigned decimal: digits only, no sign, no overflow. */
 int ovs_parse_u64(const char *s, uint64_t *out);
+/* Milliseconds of the monotonic clock, for timeouts. */
+int64_t ovs_mono_ms(void);
 
 #endif

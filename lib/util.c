@@ -433,6 +433,14 @@ int64_t ovs_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t ovs_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* The mount id of what fd is on, from fdinfo: no call into the
  * filesystem, which a view whose daemon died would answer with
  * ENOTCONN.  -1 when it cannot be read. */
