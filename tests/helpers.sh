@@ -737,10 +737,16 @@ print(s.recv(4096).decode())
 EOF
 }
 
+# ovs_status_field NAME: the number NAME=N of the daemon's status reply
+# (ovsnapd(8), CONTROL SOCKET).
+ovs_status_field() {
+	ovs_ctl status | sed -n "s/.* $1=\([0-9]*\) .*/\1/p"
+}
+
 # ovs_relocks: the daemon's count of name changes that met another object
 # under the name than the one they had marked (ovsnapd(8), status).
 ovs_relocks() {
-	ovs_ctl status | sed -n 's/.* relocks=\([0-9]*\) .*/\1/p'
+	ovs_status_field relocks
 }
 
 # ovs_wait_held [WHAT]: wait (10 s at most) until the daemon this script

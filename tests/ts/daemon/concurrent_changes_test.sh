@@ -383,7 +383,7 @@ nswait() {
 }
 
 preserving() {
-	ovs_ctl status | sed -n 's/.* preserving=\([0-9]*\) .*/\1/p'
+	ovs_status_field preserving
 }
 
 # A rename of a directory is not starved by a stream of changes: changes
@@ -601,7 +601,7 @@ race_of_name_changes() {
 
 # yields: how many times a bulk copy gave way to other first changes.
 yields() {
-	ovs_ctl status | sed -n 's/.* yields=\([0-9]*\) .*/\1/p'
+	ovs_status_field yields
 }
 
 # small_first_changes DIR STOP: a first change (an append) of each file of
