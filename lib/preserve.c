@@ -754,17 +754,29 @@ static int src_dir_is_empty(struct ovs_layer *l, const struct ovs_relpath *path)
 }
 
 static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
-			 const struct ovs_relpath *path)
+			 const struct ovs_relpath *path, unsigned *cov)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
 	int rc, udir;
 
+	*cov = 0;
 	if (!path->n)
 		return 0;
 	rc = coverage(l, path);
-	if (rc != OVS_NOT_COVERED)
+	switch (rc) {
+	case OVS_NOT_COVERED:
+		break;
+	case OVS_COVERED_BY_ANCESTOR:
+		*cov = OVS_COV_SIBLINGS | OVS_COV_BELOW;
+		return 0;
+	case OVS_ENTRY_NONDIR:
+	case OVS_ENTRY_OPAQUE_DIR:
+		*cov = OVS_COV_BELOW;
+		return 0;
+	default:
 		return rc < 0 ? rc : 0;
+	}
 	rc = src_stat(l, path, &st);
 	if (rc == 0) {
 		/* Only an empty directory can be replaced by a new name
@@ -786,6 +798,8 @@ static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 		return udir;
 	rc = ovs_whiteout_at(l, udir, ovs_relpath_base(path));
 	close(udir);
+	if (rc == 0)
+		*cov = OVS_COV_BELOW;
 	return rc;
 }
 
@@ -1030,15 +1044,27 @@ int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 	return scoped(l, preserve_rmdir(l, path));
 }
 
-int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
-		      const struct ovs_relpath *path)
+int ovs_preserve_name_cov(struct ovs_layer *l, struct ovs_hlmap *m,
+			  const struct ovs_relpath *path, unsigned *cov)
 {
 	int rc = ovs_layer_check(l);
 
+	*cov = 0;
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	return scoped(l, preserve_name(l, m, path));
+	rc = scoped(l, preserve_name(l, m, path, cov));
+	if (rc)
+		*cov = 0;
+	return rc;
+}
+
+int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
+		      const struct ovs_relpath *path)
+{
+	unsigned cov;
+
+	return ovs_preserve_name_cov(l, m, path, &cov);
 }
 
 int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,

@@ -205,6 +205,16 @@ int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
  * as by ovs_preserve_object.  No-op if covered. */
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 		      const struct ovs_relpath *path);
+/* The same, and what the layer now covers around path, for a caller that
+ * remembers it until the layer changes (ovsnapd, per folder and epoch):
+ * OVS_COV_SIBLINGS, every name in path's parent folder (an ancestor of
+ * path is a whiteout, a non-directory or an opaque directory);
+ * OVS_COV_BELOW, every name below path (the upper has a whiteout, a
+ * non-directory or an opaque directory at path, or SIBLINGS).  An upper
+ * layer only grows, so both stay true in it; 0 after an error. */
+enum { OVS_COV_SIBLINGS = 1, OVS_COV_BELOW = 2 };
+int ovs_preserve_name_cov(struct ovs_layer *l, struct ovs_hlmap *m,
+			  const struct ovs_relpath *path, unsigned *cov);
 /* Rule 8 for several preserves guarding one change (both names of a
  * rename): between begin and end, the calling thread's preserves into l
  * fsync each upper directory they added entries to once, at the end,
