@@ -389,6 +389,40 @@ static int preserve_failed(int rc, const char *what, const struct ovs_relpath *p
 	return rc < 0 ? -rc : EIO;
 }
 
+/* Node n's object, and with names every name in it (a folder), found
+ * covered in the layer of epoch (struct dnode's covered). */
+static void node_covered_set(struct dnode *n, uint64_t epoch, bool names)
+{
+	uint64_t want = epoch << 1 | names, was = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
+
+	while (was < want &&
+	       !__atomic_compare_exchange_n(&n->covered, &was, want, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+}
+
+static bool node_covered_in(struct dnode *n, uint64_t epoch)
+{
+	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) >> 1 == epoch;
+}
+
+/* Every name in folder n covered in the layer of epoch. */
+static bool node_names_covered_in(struct dnode *n, uint64_t epoch)
+{
+	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) == (epoch << 1 | 1);
+}
+
+/* In the preserve phase: every name in folder n is covered in pres_layer,
+ * so a preserve of one of them would do nothing. */
+static bool names_covered(struct dnode *n)
+{
+#ifdef OVS_MUTANT_NAMES_COVERED_ANY_EPOCH	/* make check-mutants: a take forgotten */
+	return pres_layer && (__atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) & 1);
+#else
+	return pres_layer && node_names_covered_in(n, pres_epoch);
+#endif
+}
+
 /* Rule 1 for the object of node n, in the preserve phase. */
 static int preserve_node(struct dnode *n, const char *what)
 {
@@ -399,7 +433,7 @@ static int preserve_node(struct dnode *n, const char *what)
 	/* Moved into a layer by an unlink: the snapshot's copy now. */
 	if (__atomic_load_n(&n->gone, __ATOMIC_ACQUIRE) != NODE_PRESENT)
 		return ENOENT;
-	if (!pres_layer || n->covered_epoch == pres_epoch)
+	if (!pres_layer || node_covered_in(n, pres_epoch))
 		return 0;
 	rc = node_relpath(n, NULL, &path);
 	if (rc == -ENOENT)
@@ -429,7 +463,7 @@ static int preserve_node(struct dnode *n, const char *what)
 	if (rc < 0)
 		rc = preserve_failed(rc, what, &path);
 	else
-		__atomic_store_n(&n->covered_epoch, pres_epoch, __ATOMIC_RELEASE);
+		node_covered_set(n, pres_epoch, false);
 	node_relpath_free(&path);
 	return rc;
 }
@@ -466,7 +500,7 @@ static int object_change_begin(struct dnode *n, bool writeback, bool *locked, co
 
 	*locked = false;
 	change_enter();
-	if (!D.layer || __atomic_load_n(&n->covered_epoch, __ATOMIC_ACQUIRE) == D.epoch)
+	if (!D.layer || node_covered_in(n, D.epoch))
 		return 0;
 	change_leave();
 	if (writeback)
@@ -518,6 +552,26 @@ static int preserve_path(int (*fn)(struct ovs_layer *, struct ovs_hlmap *,
 	rc = fn(pres_layer, D.hlmap, path);
 	if (rc < 0)
 		return preserve_failed(rc, what, path);
+	return 0;
+}
+
+/* Rule 2 for a new name at path in folder dir: what the layer covers
+ * around it in *cov (ovs_preserve_name_cov; 0 without a layer), and
+ * dir remembered as a folder whose names are all covered when they are. */
+static int preserve_name_path(struct dnode *dir, const struct ovs_relpath *path, unsigned *cov,
+			      const char *what)
+{
+	int rc;
+
+	*cov = 0;
+	if (!pres_layer)
+		return 0;
+	pres_gated |= test_preserve_gate_wants(path);
+	rc = ovs_preserve_name_cov(pres_layer, D.hlmap, path, cov);
+	if (rc < 0)
+		return preserve_failed(rc, what, path);
+	if (*cov & OVS_COV_SIBLINGS)
+		node_covered_set(dir, pres_epoch, true);
 	return 0;
 }
 
@@ -730,6 +784,13 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 		if (errno != EAGAIN)
 			return errno;
 	}
+	/* Every name in parent covered: in a folder in it too. */
+	if (S_ISDIR(e->attr.st_mode)) {
+		uint64_t pc = __atomic_load_n(&parent->covered, __ATOMIC_ACQUIRE);
+
+		if (pc & 1)
+			node_covered_set(n, pc >> 1, true);
+	}
 	e->ino = node_ino(n);
 	e->attr_timeout = CACHE_TIMEOUT;
 	e->entry_timeout = CACHE_TIMEOUT;
@@ -743,7 +804,7 @@ static int new_entry(struct dnode *parent, const char *name, struct fuse_entry_p
 	int err = do_lookup(parent, name, e, NULL);
 
 	if (!err)
-		__atomic_store_n(&node_of(e->ino)->covered_epoch, D.epoch, __ATOMIC_RELEASE);
+		node_covered_set(node_of(e->ino), D.epoch, false);
 	return err;
 }
 
@@ -1021,12 +1082,20 @@ static bool entry_stat(struct dnode *dir, const char *name, struct stat *st);
  * before the mark.  *existed: an object was
  * at the name when it was preserved.  all_names: under ns_lock for
  * writing from the start.
+ *
+ * In a folder whose names are all covered in this epoch (a folder new
+ * since the take, or in one) nothing is preserved and the name is not
+ * stat'ed: *existed is false, so the create is exclusive, and an object
+ * made there behind the mount fails it with EEXIST; op_create then goes
+ * again with all_names, the way that stats the name.  *below: every name
+ * below the new one is covered too (for a new folder).
  */
 static int create_begin(struct dnode *parent, const char *name, struct ovs_relpath *path,
-			bool *existed, bool all_names)
+			bool *existed, bool *below, bool all_names)
 {
 	struct busy_keys keys = { .n = 0 }, *ks = all_names ? NULL : &keys;
 	struct stat st;
+	unsigned cov;
 	int rc, err;
 
 	keys_add(&keys, parent->dev, parent->ino);
@@ -1034,10 +1103,15 @@ again:
 	err = ns_change_begin(ks);
 	if (!err)
 		do {
+			*existed = *below = false;
 			node_relpath_free(path);
 			rc = node_relpath(parent, name, path);
 			if (rc < 0)
 				err = -rc;
+			if (!err && !all_names && (!pres_layer || names_covered(parent))) {
+				*below = pres_layer != NULL;
+				continue;	/* to preserve_again() */
+			}
 			if (!err) {
 				*existed = fstatat(path->srcdirfd, name, &st,
 						   AT_SYMLINK_NOFOLLOW) == 0;
@@ -1045,7 +1119,8 @@ again:
 					err = NS_RELOCK;
 			}
 			if (!err)
-				err = preserve_path(ovs_preserve_name, path, "create");
+				err = preserve_name_path(parent, path, &cov, "create");
+			*below = !err && (cov & OVS_COV_BELOW);
 		} while (preserve_again(&err));
 	if (err == NS_RELOCK) {
 		ks = ns_relock();
@@ -1063,7 +1138,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 	struct dnode *parent = node_of(parent_ino);
 	struct fuse_entry_param e;
 	struct ovs_relpath path = { .srcdirfd = -1 };
-	bool existed;
+	bool existed, below;
 	int rc, err = 0;
 
 	/* Rule 14: a 0/0 character device reads as a whiteout. */
@@ -1071,7 +1146,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = create_begin(parent, name, &path, &existed, false);
+	err = create_begin(parent, name, &path, &existed, &below, false);
 	if (!err) {
 		rc = identity_become(req, kind != MAKE_SYMLINK);
 		if (rc == 0) {
@@ -1091,6 +1166,8 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
 		err = new_entry(parent, name, &e);
 		if (err)
 			undo_entry(parent, name, kind == MAKE_DIR, NULL, "create");
+		else if (kind == MAKE_DIR && below)
+			node_covered_set(node_of(e.ino), pres_epoch, true);
 	}
 	ns_change_end();
 	node_relpath_free(&path);
@@ -1416,6 +1493,8 @@ static bool rename_side_marked(const struct busy_keys *ks, const struct stat *st
  * (or NULL: ns_lock for writing). */
 static int rename_prepare(struct rename_args *a, const struct busy_keys *ks)
 {
+	bool from_covered, to_covered;
+	unsigned cov;
 	int rc, err = 0;
 
 	a->target_exists = false;
@@ -1448,21 +1527,30 @@ static int rename_prepare(struct rename_args *a, const struct busy_keys *ks)
 	 * mark of rule 3 must not land on a non-empty directory. */
 	/* Both names' preserves, then one fsync per upper directory they
 	 * touched (rule 8; the busy marks of both names and objects keep
-	 * other preserves off what the group defers). */
+	 * other preserves off what the group defers).  A name in a folder
+	 * whose names are all covered needs none. */
+	from_covered = names_covered(a->parent);
+	to_covered = names_covered(a->newparent);
+	if (from_covered && to_covered)
+		return 0;
 	if (pres_layer)
 		ovs_preserve_group_begin(pres_layer);
-	err = preserve_moving(&a->from, &a->st_from);
-	if (!err && (a->flags & RENAME_EXCHANGE))
-		err = preserve_moving(&a->to, &a->st_to);
-	else if (!err && a->target_exists && S_ISDIR(a->st_to.st_mode)) {
-		rc = dir_is_empty(a->to.srcdirfd, a->newname);
-		if (rc < 0)
-			err = -rc;
-		else if (rc == 1)
-			err = preserve_rmdir_path(&a->to, "rename over a directory");
-		/* not empty: the rename fails */
-	} else if (!err)
-		err = preserve_path(ovs_preserve_name, &a->to, "rename");
+	if (!from_covered)
+		err = preserve_moving(&a->from, &a->st_from);
+	if (!err && !to_covered) {
+		if (a->flags & RENAME_EXCHANGE) {
+			err = preserve_moving(&a->to, &a->st_to);
+		} else if (a->target_exists && S_ISDIR(a->st_to.st_mode)) {
+			rc = dir_is_empty(a->to.srcdirfd, a->newname);
+			if (rc < 0)
+				err = -rc;
+			else if (rc == 1)
+				err = preserve_rmdir_path(&a->to, "rename over a directory");
+			/* not empty: the rename fails */
+		} else {
+			err = preserve_name_path(a->newparent, &a->to, &cov, "rename");
+		}
+	}
 	if (pres_layer) {
 		rc = ovs_preserve_group_end(pres_layer);
 		if (rc < 0 && !err)
@@ -1608,6 +1696,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 	struct busy_keys ks = { .n = 0 };
 	char proc[64];
 	struct fuse_entry_param e;
+	unsigned cov;
 	int rc, err = 0;
 
 	/* A new name of n, no other object's: n's mark (its own name is
@@ -1629,8 +1718,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent_ino,
 				err = -rc;
 			if (!err)
 				err = preserve_node(n, "link");
-			if (!err)
-				err = preserve_path(ovs_preserve_name, &to, "link");
+			if (!err && !names_covered(newparent))
+				err = preserve_name_path(newparent, &to, &cov, "link");
 		} while (preserve_again(&err));
 	if (!err) {
 		int nfd = node_fd_get(n);
@@ -1794,11 +1883,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent_ino, const char *name, m
 	struct fuse_entry_param e;
 	struct dhandle *h = NULL;
 	struct ovs_relpath path = { .srcdirfd = -1 };
-	bool existed, excl = false, all_names = false;
+	bool existed, below, excl = false, all_names = false;
 	int fd = -1, rc, err = 0;
 
 again:
-	err = create_begin(parent, name, &path, &existed, all_names);
+	err = create_begin(parent, name, &path, &existed, &below, all_names);
 	if (!err) {
 		/* Exclusive unless the object at the name was preserved and
 		 * marked: one that appears after the preserve (behind the

@@ -64,9 +64,15 @@ struct dnode {
 	int fh_type;
 	struct dnode *parent;
 	char *name;
-	/* Epoch of the layer in which this object was last found covered
-	 * (preserved): a later change in the same epoch needs nothing. */
-	uint64_t covered_epoch;
+	/* What is covered (preserved) in the layer of an epoch, so that a
+	 * later change in the same epoch needs nothing: epoch << 1 when the
+	 * object was last found covered in it; | 1 when, a folder, every
+	 * name in it was too (an ancestor, or the folder's own name, is a
+	 * whiteout or opaque there: new since the take), so that a create
+	 * in it preserves nothing.  Renames keep that true: a folder's new
+	 * name is covered before it moves.  Only grows (node_covered_set,
+	 * __atomic) */
+	uint64_t covered;
 	struct dnode *hnext;	/* hash chain */
 	unsigned char fh[];	/* the file handle's bytes */
 };

@@ -22,6 +22,7 @@ mutants=(
 	"UNLINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
 	"WORKERS_NEVER_EXIT|tests/ts/daemon/daemon_test.sh|test_idle_workers_exit_after_a_burst"
 	"LINK_UNMARKED|tests/ts/daemon/concurrent_changes_test.sh|test_changes_of_another_name_wait_for_its_preserve_xfs"
+	"NAMES_COVERED_ANY_EPOCH|tests/ts/livepath/create_covered_test.sh|test_covered_folders_keep_snapshots_xfs"
 )
 
 caught=0 missed=0 report=()
