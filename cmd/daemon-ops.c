@@ -413,13 +413,16 @@ static bool node_names_covered_in(struct dnode *n, uint64_t epoch)
 }
 
 /* In the preserve phase: every name in folder n is covered in pres_layer,
- * so a preserve of one of them would do nothing. */
+ * so a preserve of one of them would do nothing.  Not after a write error
+ * in the layer, where the preserve refuses the change (rule 8). */
 static bool names_covered(struct dnode *n)
 {
+	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL))
+		return false;
 #ifdef OVS_MUTANT_NAMES_COVERED_ANY_EPOCH	/* make check-mutants: a take forgotten */
-	return pres_layer && (__atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) & 1);
+	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) & 1;
 #else
-	return pres_layer && node_names_covered_in(n, pres_epoch);
+	return node_names_covered_in(n, pres_epoch);
 #endif
 }
 

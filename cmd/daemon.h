@@ -68,8 +68,8 @@ struct dnode {
 	 * later change in the same epoch needs nothing: epoch << 1 when the
 	 * object was last found covered in it; | 1 when, a folder, every
 	 * name in it was too (an ancestor, or the folder's own name, is a
-	 * whiteout or opaque there: new since the take), so that a create
-	 * in it preserves nothing.  Renames keep that true: a folder's new
+	 * whiteout, a non-directory or opaque there: new since the take),
+	 * so that a create in it preserves nothing.  Renames keep that true: a folder's new
 	 * name is covered before it moves.  Only grows (node_covered_set,
 	 * __atomic) */
 	uint64_t covered;

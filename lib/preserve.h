@@ -211,7 +211,10 @@ int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
  * path is a whiteout, a non-directory or an opaque directory);
  * OVS_COV_BELOW, every name below path (the upper has a whiteout, a
  * non-directory or an opaque directory at path, or SIBLINGS).  An upper
- * layer only grows, so both stay true in it; 0 after an error. */
+ * layer only grows, so both stay true in it; 0 after an error.  (The one
+ * entry that leaves it again is a file that ovs_move_to_upper moved in
+ * and takes back when it cannot mark its origin: a file, under its
+ * folder's mark, so it covers no other name.) */
 enum { OVS_COV_SIBLINGS = 1, OVS_COV_BELOW = 2 };
 int ovs_preserve_name_cov(struct ovs_layer *l, struct ovs_hlmap *m,
 			  const struct ovs_relpath *path, unsigned *cov);

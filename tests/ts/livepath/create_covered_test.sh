@@ -71,7 +71,7 @@ test_promise_ovsnapd_new_folder_creates_walk_nothing() {
 		"$(grep -cE 'openat\(.*"create\.strace\.[0-9]+", .*O_CREAT' "$trace")"
 	# Renames in it walk no folder of the layer either.
 	pid=$(daemon_pid)
-	ovs_strace_attach "$pid" "$trace.r" -e trace=openat
+	ovs_strace_attach "$pid" "$trace.r" -e trace=openat,renameat,renameat2
 	assertTrue "strace attached to every thread of the daemon" $? || return
 	for ((i = 0; i < n; i++)); do
 		mv "$deep/create.strace.$i" "$deep/r$i" || fail "rename $i"
@@ -79,7 +79,9 @@ test_promise_ovsnapd_new_folder_creates_walk_nothing() {
 	mkdir "$deep/sub"
 	mv "$deep/r0" "$deep/sub/r0" || fail "rename into a folder in it"
 	ovs_strace_detach
-	assertEquals "no folder of the layer opened for $((n + 1)) renames (trace: $(cat "$trace.r"))" \
+	assertEquals "the trace holds the $((n + 1)) renames (trace: $(cat "$trace.r"))" \
+		"$((n + 1))" "$(grep -cE 'renameat2?\(.*"r[0-9]+"' "$trace.r")"
+	assertEquals "no folder of the layer opened for them (trace: $(cat "$trace.r"))" \
 		0 "$(grep -c 'O_DIRECTORY' "$trace.r")"
 
 	# A new daemon knows nothing: the first create walks the layer and
@@ -96,7 +98,13 @@ test_promise_ovsnapd_new_folder_creates_walk_nothing() {
 	# node), from the first rename in it.
 	sync
 	echo 2 >/proc/sys/vm/drop_caches
+	pid=$(daemon_pid)
+	ovs_strace_attach "$pid" "$trace.f" -e trace=newfstatat,statx
+	assertTrue "strace attached to every thread of the daemon" $? || return
 	mv "$deep/first" "$deep/second" || fail "the first rename after a forget"
+	ovs_strace_detach
+	assertTrue "that rename walked the layer: the node was forgotten (trace: $(cat "$trace.f"))" \
+		"[ $(name_stats "$trace.f") -ge 3 ]"
 	creates_traced "$deep" "$n" "$trace.4" || return
 	assertEquals "and from the first rename (trace: $(cat "$trace.4"))" \
 		0 "$(name_stats "$trace.4")"
@@ -167,6 +175,12 @@ covered_folders_keep_snapshots() {
 	printf 'f\n' >"$SRC/old/empty/er/f"
 	mv "$SRC/new" "$SRC/plain/" || fail "rename into an old folder"
 	printf 'g\n' >"$SRC/plain/new/g"
+	mkdir "$SRC/plain/new/xd"
+	printf 'q\n' >"$SRC/plain/new/xd/q"
+	"$FSOP" exchange "$SRC/plain/new/xd" "$SRC/olddir/sub" ||
+		fail "exchange of a folder in a remembered folder with one in an old folder"
+	printf 'q2\n' >"$SRC/olddir/sub/q2"
+	printf 'y2\n' >"$SRC/plain/new/xd/y2"
 	"$FSOP" exchange "$SRC/swap" "$SRC/olddir" || fail "exchange with an old folder"
 	printf '2\n' >"$SRC/olddir/2"
 	printf 'z\n' >"$SRC/swap/z"
@@ -182,16 +196,28 @@ covered_folders_keep_snapshots() {
 	printf 'k\n' >"$SRC/plain/new/k/k"
 	# A name made behind the mount in a remembered folder: a create
 	# without O_EXCL opens it, one with O_EXCL fails.
+	# The kernel caches that nothing is there, so the creates reach the
+	# daemon.
+	for f in behind excl; do
+		assertFalse "no $f yet" "[ -e '$SRC/plain/new/k/$f' ]"
+	done
 	mkdir -p "$under"
 	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
 	printf 'behind\n' >"$under/src/plain/new/k/behind"
 	printf 'behind\n' >"$under/src/plain/new/k/excl"
+	ovs_strace_attach "$(daemon_pid)" "$OVS_TMP/behind.strace" -e trace=openat
+	assertTrue "strace attached to every thread of the daemon" $?
 	printf 'over\n' >"$SRC/plain/new/k/behind" || fail "create over a name made behind the mount"
-	assertEquals "it opened the file made behind the mount" "over" \
-		"$(cat "$under/src/plain/new/k/behind")"
 	ovs_run python3 -c 'import os, sys
 os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/plain/new/k/excl"
+	ovs_strace_detach
+	assertEquals "it opened the file made behind the mount" "over" \
+		"$(cat "$under/src/plain/new/k/behind")"
 	assertContains "O_EXCL over it fails: $(ovs_ran)" "$OVS_ERR" "FileExistsError"
+	assertEquals "the daemon tried O_EXCL first (trace: $(cat "$OVS_TMP/behind.strace"))" 1 \
+		"$(grep -cE 'openat\(.*"behind", [^)]*O_CREAT\|O_EXCL.*EEXIST' "$OVS_TMP/behind.strace")"
+	assertEquals "and opened it again without (trace: $(cat "$OVS_TMP/behind.strace"))" 1 \
+		"$(grep -E 'openat\(.*"behind", [^)]*O_CREAT' "$OVS_TMP/behind.strace" | grep -vc O_EXCL)"
 	umount "$under"
 	take_with_manifest || return
 

@@ -71,6 +71,9 @@ test_failed_writeback_refuses_changes_until_a_take() {
 	sum=$(md5sum <"$SRC/big")
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	# A folder new since the take, which the daemon knows needs no
+	# preserve for a create in it.
+	mkdir "$SRC/new" && printf 'a\n' >"$SRC/new/a" || fail "a new folder"
 	sync
 	touch "$ARM"
 	ovs_run sh -c "printf x >>'$SRC/big'"
@@ -82,6 +85,10 @@ test_failed_writeback_refuses_changes_until_a_take() {
 	assertNotEquals "a later first change of another file is refused too" 0 "$OVS_RC"
 	assertContains "with EIO: $(ovs_ran)" "$OVS_ERR" "I/O error"
 	assertEquals "other is unchanged" "other" "$(cat "$SRC/other")"
+	ovs_run sh -c "printf b >'$SRC/new/b'"
+	assertNotEquals "so is a create in a folder new since the take" 0 "$OVS_RC"
+	assertContains "with EIO: $(ovs_ran)" "$OVS_ERR" "Input/output error"
+	assertFalse "and SRC has no new/b" "[ -e '$OVS_MNT/src/new/b' ]"
 	log=$(cat "$OVSNAP_RUN_DIR"/*.log)
 	assertEquals "the log says once that the layer is refused: $log" 1 \
 		"$(grep -c 'refused with EIO until the next take' <<<"$log")"
