@@ -785,6 +785,19 @@ ovs_expect_fsck() {
 	assertEquals "$what: fsck $* report" "$want" "$OVS_OUT"
 }
 
+# ovs_take_with_manifest SRC MDIR [WHAT]: SRC's manifest (its state at
+# the take), then ovsnap take SRC; the manifest is kept as
+# MDIR/ID.manifest, what ovs_oracle_check compares snapshot ID with.  A
+# failure fails the current test (WHAT: in the message) and returns 1.
+ovs_take_with_manifest() {
+	local src=$1 mdir=$2 what=${3:+$3: }
+
+	"$OVS_MANIFEST" "$src" >"$mdir/.pending" || { fail "${what}ovs-manifest $src"; return 1; }
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "${what}ovsnap take: $(ovs_ran)" 0 "$OVS_RC" || return 1
+	mv "$mdir/.pending" "$mdir/$OVS_OUT.manifest"
+}
+
 # ovs_oracle_check SRC MANIFEST_DIR [MANIFEST_OPTS...]: deactivate SRC,
 # then mount every snapshot k read-only as a stock overlay of
 # upper_k:...:upper_n:SRC and compare its manifest with

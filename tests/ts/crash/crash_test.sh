@@ -31,10 +31,7 @@ crash_run() {
 	MF=$OVS_TMP/manifests
 	mkdir -p "$SRC/a/b" "$MF"
 	printf 'seed\n' >"$SRC/a/b/f"
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "first take: $(ovs_ran)" 0 "$OVS_RC" || return
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_take_with_manifest "$SRC" "$MF" "first take" || return
 
 	ovs_run "$OVSNAP_TOOLS/tools/ovs-workload" --seed "$SEED" --ops 1500 --takes 5 \
 		--take-cmd "$OVSNAP take $SRC" --manifest-dir "$MF" "$SRC"
@@ -93,10 +90,7 @@ take_with_manifest() {
 	MF=$OVS_TMP/manifests
 	mkdir -p "$MF"
 	sync
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC" || return 1
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_take_with_manifest "$SRC" "$MF"
 }
 
 # shutdown_now_and_check WHAT: XFS shut down at once without flushing its

@@ -27,10 +27,7 @@ make_volume() {
 	mkdir -p "$SRC" "$MF"
 	ovs_run "$OVS_WORKLOAD" --seed "$((seed + 1000))" --ops 200 "$SRC"
 	assertEquals "initial tree: $(ovs_ran)" 0 "$OVS_RC" || return 1
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "first take: $(ovs_ran)" 0 "$OVS_RC" || return 1
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_take_with_manifest "$SRC" "$MF" "first take" || return 1
 	ovs_run "$OVS_WORKLOAD" --seed "$seed" --ops "$ops" --takes "$takes" \
 		--take-cmd "'$OVSNAP' take '$SRC'" --manifest-dir "$MF" "$SRC"
 	assertEquals "workload: $(ovs_ran | tail -5)" 0 "$OVS_RC" || return 1
@@ -69,10 +66,7 @@ test_drop_at_every_position() {
 	# Activation and a take after all that work on the merged layer.
 	ovs_run "$OVSNAP" activate "$SRC"
 	assertEquals "activate after the drops: $(ovs_ran)" 0 "$OVS_RC"
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "take after the drops: $(ovs_ran)" 0 "$OVS_RC"
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_take_with_manifest "$SRC" "$MF" "take after the drops"
 	OVS_ORACLE_WHAT="after a new take" ovs_oracle_check "$SRC" "$MF"
 }
 

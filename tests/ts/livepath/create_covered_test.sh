@@ -16,14 +16,6 @@ tearDown() {
 	ovs_teardown
 }
 
-# take_with_manifest: SRC's manifest, then a take (DESIGN.md section 6).
-take_with_manifest() {
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending" || fail "ovs-manifest $SRC"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "ovsnap take: $(ovs_ran)" 0 "$OVS_RC" || return 1
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
-}
-
 # Calls of a create in the daemon's trace that stat a name (newfstatat or
 # statx of a non-empty path): the existence check of the new name and the
 # walk of the layer, both skipped in a covered folder.  The stat of the
@@ -136,7 +128,7 @@ covered_folders_keep_snapshots() {
 	printf 'ex\n' >"$SRC/old/ex"
 	printf 'x\n' >"$SRC/olddir/x"
 	printf 'y\n' >"$SRC/olddir/sub/y"
-	take_with_manifest || return
+	ovs_take_with_manifest "$SRC" "$MF" || return
 
 	# An old folder whose own change was preserved is not one whose
 	# names are covered, and neither is a folder in it looked up
@@ -186,7 +178,7 @@ covered_folders_keep_snapshots() {
 	printf 'z\n' >"$SRC/swap/z"
 	mkdir "$SRC/olddir/m"
 	printf 'm\n' >"$SRC/olddir/m/m"
-	take_with_manifest || return
+	ovs_take_with_manifest "$SRC" "$MF" || return
 
 	# Snapshot 2's epoch: what was new in snapshot 1's is old now.
 	printf 'h\n' >"$SRC/plain/new/h"
@@ -219,7 +211,7 @@ os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)' "$SRC/plain/n
 	assertEquals "and opened it again without (trace: $(cat "$OVS_TMP/behind.strace"))" 1 \
 		"$(grep -E 'openat\(.*"behind", [^)]*O_CREAT' "$OVS_TMP/behind.strace" | grep -vc O_EXCL)"
 	umount "$under"
-	take_with_manifest || return
+	ovs_take_with_manifest "$SRC" "$MF" || return
 
 	printf 'l\n' >"$SRC/plain/new/k/l"
 	ovs_oracle_check "$SRC" "$MF"

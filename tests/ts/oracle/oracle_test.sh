@@ -31,10 +31,7 @@ MAX_EXCUSED_PCT_CONCURRENT=75
 
 # The manifest of SRC now, then a take: SRC's state at the take.
 take_with_manifest() {
-	"$OVS_MANIFEST" "$SRC" >"$MF/.pending" || fail "ovs-manifest $SRC"
-	ovs_run "$OVSNAP" take "$SRC"
-	assertEquals "$WHAT: ovsnap take: $(ovs_ran)" 0 "$OVS_RC" || return 1
-	mv "$MF/.pending" "$MF/$OVS_OUT.manifest"
+	ovs_take_with_manifest "$SRC" "$MF" "$WHAT"
 }
 
 # Snapshot ids of SRC, oldest first.
