@@ -406,10 +406,12 @@ static bool node_covered_in(struct dnode *n, uint64_t epoch)
 	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) >> 1 == epoch;
 }
 
-/* Every name in folder n covered in the layer of epoch. */
-static bool node_names_covered_in(struct dnode *n, uint64_t epoch)
+/* The epoch in whose layer every name in folder n was found covered, or 0. */
+static uint64_t node_names_epoch(struct dnode *n)
 {
-	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) == (epoch << 1 | 1);
+	uint64_t c = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
+
+	return c & 1 ? c >> 1 : 0;
 }
 
 /* In the preserve phase: every name in folder n is covered in pres_layer,
@@ -420,9 +422,9 @@ static bool names_covered(struct dnode *n)
 	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL))
 		return false;
 #ifdef OVS_MUTANT_NAMES_COVERED_ANY_EPOCH	/* make check-mutants: a take forgotten */
-	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) & 1;
+	return node_names_epoch(n) != 0;
 #else
-	return node_names_covered_in(n, pres_epoch);
+	return node_names_epoch(n) == pres_epoch;
 #endif
 }
 
@@ -789,10 +791,10 @@ static int do_lookup(struct dnode *parent, const char *name, struct fuse_entry_p
 	}
 	/* Every name in parent covered: in a folder in it too. */
 	if (S_ISDIR(e->attr.st_mode)) {
-		uint64_t pc = __atomic_load_n(&parent->covered, __ATOMIC_ACQUIRE);
+		uint64_t epoch = node_names_epoch(parent);
 
-		if (pc & 1)
-			node_covered_set(n, pc >> 1, true);
+		if (epoch)
+			node_covered_set(n, epoch, true);
 	}
 	e->ino = node_ino(n);
 	e->attr_timeout = CACHE_TIMEOUT;

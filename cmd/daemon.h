@@ -69,9 +69,9 @@ struct dnode {
 	 * object was last found covered in it; | 1 when, a folder, every
 	 * name in it was too (an ancestor, or the folder's own name, is a
 	 * whiteout, a non-directory or opaque there: new since the take),
-	 * so that a create in it preserves nothing.  Renames keep that true: a folder's new
-	 * name is covered before it moves.  Only grows (node_covered_set,
-	 * __atomic) */
+	 * so that a create in it preserves nothing.  Renames keep that
+	 * true: a folder's new name is covered before it moves.  Only grows
+	 * (node_covered_set, __atomic) */
 	uint64_t covered;
 	struct dnode *hnext;	/* hash chain */
 	unsigned char fh[];	/* the file handle's bytes */
