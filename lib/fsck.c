@@ -763,15 +763,19 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 		ssize_t vlen;
 
 		if (strcmp(a, OVL_XATTR_OPAQUE) == 0) {
-			/* the kernel reads only "y" and "x", and only on
-			 * directories: dropping anything else changes no view */
+			/* the kernel reads only "y" (opaque), and only on
+			 * directories: dropping anything else changes no view.
+			 * "x" marks a folder holding xwhiteouts, which ovsnap
+			 * neither writes nor reads: without it the kernel too
+			 * reads what is inside as plain entries, as ovsnap's
+			 * views and merge do */
 			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
 
 			vlen = ovs_lgetxattrat(dirfd, name, a, val, VAL_MAX);
 			if (vlen < 0)
 				continue;
 			val[vlen] = '\0';
-			if (S_ISDIR(st->st_mode) && vlen == 1 && (val[0] == 'y' || val[0] == 'x'))
+			if (S_ISDIR(st->st_mode) && vlen == 1 && val[0] == 'y')
 				continue;
 			if (fix_go(ck, &fx)) {
 				fx.rc = ovs_lremovexattrat(dirfd, name, a);
@@ -781,6 +785,10 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			if (!S_ISDIR(st->st_mode))
 				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
 					"opaque xattr on a non-directory");
+			else if (vlen == 1 && val[0] == 'x')
+				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
+					"opaque xattr 'x' (a folder of xwhiteouts: ovsnap writes "
+					"none and reads none, the kernel may read some)");
 			else
 				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
 					"opaque xattr with the value '%.*s' (overlayfs knows only "

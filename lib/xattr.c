@@ -176,7 +176,9 @@ int ovs_lremovexattrat(int dirfd, const char *name, const char *attr)
 	return rc < 0 ? -saved : rc;
 }
 
-/* overlayfs writes "y"; "x" (opaque with xwhiteouts inside) is opaque too. */
+/* Only "y" makes a directory opaque.  "x" (kernel 6.7+) marks a directory of
+ * a lower layer that holds xwhiteouts and merges with what is below it: the
+ * kernel reads it as not opaque, and so must every reader of ovsnap's. */
 int ovl_is_opaque_at(int dirfd, const char *name)
 {
 	char val[4];
@@ -188,7 +190,7 @@ int ovl_is_opaque_at(int dirfd, const char *name)
 		return ovs_err(-n, "read %s of %s: %s", OVL_XATTR_OPAQUE,
 			       *name ? name : ".", strerror(-n));
 	}
-	return n == 1 && (val[0] == 'y' || val[0] == 'x');
+	return n == 1 && val[0] == 'y';
 }
 
 int ovl_set_opaque_at(int dirfd, const char *name)

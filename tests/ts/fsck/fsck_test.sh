@@ -212,6 +212,29 @@ $SRC: 2 errors, 0 repaired, 2 left" -n
 	ovs_oracle_check "$SRC" "$MF"
 }
 
+# "x" marks a folder of xwhiteouts (kernel 6.7+) and is not opaque: the
+# kernel merges the folder with SRC's, and ovsnap's own view must too.
+test_opaque_x_is_not_opaque() {
+	setfattr -n trusted.overlay.opaque -v x "$STORE/layers/2/upper/d"
+	ovs_oracle_check "$SRC" "$MF"
+	mkdir -p "$OVS_TMP/view"
+	ovs_run "$OVSNAP" mount "$SRC" 2 "$OVS_TMP/view"
+	assertEquals "mount of snapshot 2: $(ovs_ran)" 0 "$OVS_RC"
+	# positive control: the merged file is the one the take saw
+	assertEquals "snapshot 2 d/c" c1 "$(cat "$OVS_TMP/view/d/c")"
+	"$OVS_MANIFEST" "$OVS_TMP/view" >"$OVS_TMP/view.manifest"
+	assertEquals "ovsnap's view of snapshot 2 against its manifest" "" \
+		"$(diff "$MF/2.manifest" "$OVS_TMP/view.manifest")"
+	umount "$OVS_TMP/view"
+	expect_fsck $FSCK_UNCORRECTED \
+"snapshot 2: upper/d: opaque xattr 'x' (a folder of xwhiteouts: ovsnap writes none and reads none, the kernel may read some): not repaired (fsck -p removes it)
+$SRC: 1 error, 0 repaired, 1 left" -n
+	fsck -p
+	assertEquals "fsck -p exit: $(ovs_ran)" $FSCK_CORRECTED "$OVS_RC"
+	expect_clean
+	ovs_oracle_check "$SRC" "$MF"
+}
+
 test_redirect_in_a_layer() {
 	setfattr -n trusted.overlay.redirect -v /nowhere "$STORE/layers/2/upper/d"
 	expect_fsck $FSCK_UNCORRECTED \
