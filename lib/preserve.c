@@ -774,6 +774,23 @@ static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 	case OVS_ENTRY_OPAQUE_DIR:
 		*cov = OVS_COV_BELOW;
 		return 0;
+	case OVS_ENTRY_DIR:
+		/* A plain copy merges with SRC's directory.  Should SRC have
+		 * lost it (only a removal behind the mount does that: an
+		 * rmdir through it makes the copy opaque first), the snapshot
+		 * shows the copy's entries alone, and a new name here would
+		 * merge into them: opaque, it goes on showing just those. */
+		rc = src_stat(l, path, &st);
+		if (rc == -ENOENT) {
+			rc = make_opaque(l, path);
+			if (rc == 0)
+				*cov = OVS_COV_BELOW;
+			return rc;
+		}
+		if (rc < 0)
+			return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what),
+				       strerror(-rc));
+		return 0;
 	default:
 		return rc < 0 ? rc : 0;
 	}

@@ -458,6 +458,29 @@ case_parallel() {
 	done
 }
 
+# A directory removed behind the engine (no rmdir preserve: what a
+# change that bypasses the snapshot mount does) after a copy of it was
+# kept: the snapshot then shows the copy's entries alone, and a directory
+# made again at that name must not merge into it.
+case_dir_gone_behind() {
+	local view=$C/view
+
+	new_case dir_gone_behind
+	mkdir "$S/d"; printf 'a\n' >"$S/d/a"; printf 'b\n' >"$S/d/b"
+	start_layer
+	pv object d/a
+	printf 'changed\n' >>"$S/d/a"
+	rm -r "$S/d"
+	# what the snapshot shows now: d with a alone (b was never kept)
+	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
+	BEFORE=$("$T" manifest "$view")
+	umount "$view"
+	assertContains "$FS/$CASE: the kept copy shows" "$BEFORE" "d/a"
+	pv name d
+	mkdir "$S/d"; printf 'new\n' >"$S/d/new"; printf 'new b\n' >"$S/d/b"
+	check_view
+}
+
 run_cases() {
 	FS=$1
 	ovs_mkfs "$FS" 1G || return 1
@@ -469,6 +492,7 @@ run_cases() {
 	case_unlink_recreate
 	case_unlink_move
 	case_rmdir_recreate
+	case_dir_gone_behind
 	case_dir_rename
 	case_file_rename
 	case_rename_over
@@ -550,6 +574,7 @@ test_xattr_fallback() {
 	export OVSNAP_TEST_NO_XATTRAT=1
 	case_xattrs
 	case_rmdir_recreate
+	case_dir_gone_behind
 	case_dir_rename
 	unset OVSNAP_TEST_NO_XATTRAT
 }
