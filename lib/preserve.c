@@ -538,6 +538,59 @@ static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return copy_up_one(l, path, false, st, ud);
 }
 
+/* Rule 3 for a plain copy whose directory SRC lost (plain_copy_alone), and
+ * for rmdir (make_opaque). */
+
+static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
+{
+	const char *ubase = ovs_relpath_base(path);
+	int udir, rc;
+
+	udir = ovs_upper_parent(l, path, false);
+	if (udir < 0)
+		return udir;
+	rc = ovl_set_opaque_at(udir, ubase);
+	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch && !ovs_log_orders(l)) {
+		int fd = openat(udir, ubase, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		rc = fd < 0 ? ovs_err(errno, "open %s in the upper: %m", ubase)
+			    : ovs_layer_fsync(l, fd, "", ubase);
+		if (fd >= 0)
+			close(fd);
+	}
+	close(udir);
+	return rc;
+}
+
+/*
+ * The upper holds a plain copy of the directory at path.  A plain copy
+ * merges with SRC's directory; where SRC has none (only a change behind
+ * the mount does that: through it an rmdir makes the copy opaque first,
+ * and nothing replaces a directory with a file), the snapshot shows the
+ * copy's entries alone, and a directory SRC gets there (a create, an
+ * exchange) would merge into them.  Made opaque, the copy goes on showing
+ * just those.  1 if it was made opaque, 0 if SRC has a directory there.
+ */
+static int plain_copy_alone(struct ovs_layer *l, const struct ovs_relpath *path)
+{
+	char what[OVS_RELPATH_DESCRIBE_MAX];
+	struct stat st;
+	int rc = 0;
+
+	if (!path->n)
+		return 0;	/* SRC's root */
+	if (path->st && path->srcdirfd >= 0)
+		st = *path->st;
+	else
+		rc = src_stat(l, path, &st);
+	if (rc == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	if (rc < 0 && rc != -ENOENT)
+		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
+	rc = make_opaque(l, path);
+	return rc < 0 ? rc : 1;
+}
+
 /*
  * An unlink of the only name of a regular file ends the file's life in
  * SRC: the file itself can be the preserved copy.  One rename takes it
@@ -573,6 +626,11 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 	bool on_src = to && may_move && known && movable(l, path->st);
 	int rc = coverage_walk(l, on_src ? l->upper_on_src_mount : l->upperfd, path, &ud);
 
+	if (rc == OVS_ENTRY_DIR) {
+		ovs_upper_dir_release(&ud);
+		rc = plain_copy_alone(l, path);
+		return rc < 0 ? rc : 0;
+	}
 	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
 	if (known) {
@@ -677,27 +735,6 @@ int ovs_preserve_group_end(struct ovs_layer *l)
 
 /* ---- rule 3 ------------------------------------------------------------------ */
 
-static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
-{
-	const char *ubase = ovs_relpath_base(path);
-	int udir, rc;
-
-	udir = ovs_upper_parent(l, path, false);
-	if (udir < 0)
-		return udir;
-	rc = ovl_set_opaque_at(udir, ubase);
-	if (rc == 0 && !(l->flags & OVS_LAYER_NOSYNC) && !l->batch && !ovs_log_orders(l)) {
-		int fd = openat(udir, ubase, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-		rc = fd < 0 ? ovs_err(errno, "open %s in the upper: %m", ubase)
-			    : ovs_layer_fsync(l, fd, "", ubase);
-		if (fd >= 0)
-			close(fd);
-	}
-	close(udir);
-	return rc;
-}
-
 static int preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
 {
 	int c;
@@ -775,22 +812,10 @@ static int preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
 		*cov = OVS_COV_BELOW;
 		return 0;
 	case OVS_ENTRY_DIR:
-		/* A plain copy merges with SRC's directory.  Should SRC have
-		 * lost it (only a removal behind the mount does that: an
-		 * rmdir through it makes the copy opaque first), the snapshot
-		 * shows the copy's entries alone, and a new name here would
-		 * merge into them: opaque, it goes on showing just those. */
-		rc = src_stat(l, path, &st);
-		if (rc == -ENOENT) {
-			rc = make_opaque(l, path);
-			if (rc == 0)
-				*cov = OVS_COV_BELOW;
-			return rc;
-		}
-		if (rc < 0)
-			return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what),
-				       strerror(-rc));
-		return 0;
+		rc = plain_copy_alone(l, path);
+		if (rc > 0)
+			*cov = OVS_COV_BELOW;
+		return rc < 0 ? rc : 0;
 	default:
 		return rc < 0 ? rc : 0;
 	}

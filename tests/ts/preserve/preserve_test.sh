@@ -461,25 +461,44 @@ case_parallel() {
 # A directory removed behind the engine (no rmdir preserve: what a
 # change that bypasses the snapshot mount does) after a copy of it was
 # kept: the snapshot then shows the copy's entries alone, and a directory
-# made again at that name must not merge into it.
-case_dir_gone_behind() {
+# SRC gets at that name must not merge into it, whether made there
+# (dir_gone_behind) or moved there over a file that took the folder's
+# place, as an exchange does (dir_replaced_behind).
+view_now() {
 	local view=$C/view
 
-	new_case dir_gone_behind
+	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
+	"$T" manifest "$view"
+	umount "$view"
+}
+
+dir_behind_case() {
+	new_case "$1"
 	mkdir "$S/d"; printf 'a\n' >"$S/d/a"; printf 'b\n' >"$S/d/b"
 	start_layer
 	pv object d/a
 	printf 'changed\n' >>"$S/d/a"
+	pv name d/x
+	printf 'x\n' >"$S/d/x"
 	rm -r "$S/d"
+	[ "$1" = dir_replaced_behind ] && printf 'a file\n' >"$S/d"
 	# what the snapshot shows now: d with a alone (b was never kept)
-	ovs_overlay_mount "$view" "$U:$S" || { fail "$FS/$CASE: overlay mount"; return; }
-	BEFORE=$("$T" manifest "$view")
-	umount "$view"
+	BEFORE=$(view_now)
 	assertContains "$FS/$CASE: the kept copy shows" "$BEFORE" "d/a"
-	pv name d
+	assertNotContains "$FS/$CASE: and only it" "$BEFORE" "d/b"
+	if [ "$1" = dir_replaced_behind ]; then
+		pv object d
+		rm "$S/d"
+	else
+		pv name d
+	fi
 	mkdir "$S/d"; printf 'new\n' >"$S/d/new"; printf 'new b\n' >"$S/d/b"
+	printf 'new x\n' >"$S/d/x"
 	check_view
 }
+
+case_dir_gone_behind() { dir_behind_case dir_gone_behind; }
+case_dir_replaced_behind() { dir_behind_case dir_replaced_behind; }
 
 run_cases() {
 	FS=$1
@@ -493,6 +512,7 @@ run_cases() {
 	case_unlink_move
 	case_rmdir_recreate
 	case_dir_gone_behind
+	case_dir_replaced_behind
 	case_dir_rename
 	case_file_rename
 	case_rename_over
@@ -575,6 +595,7 @@ test_xattr_fallback() {
 	case_xattrs
 	case_rmdir_recreate
 	case_dir_gone_behind
+	case_dir_replaced_behind
 	case_dir_rename
 	unset OVSNAP_TEST_NO_XATTRAT
 }
