@@ -791,8 +791,22 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 					"none and reads none, the kernel may read some)");
 			else
 				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
-					"opaque xattr with the value '%.*s' (overlayfs knows only "
-					"'y' and 'x')", 32, val);
+					"opaque xattr with the value '%.*s' (only 'y' makes a "
+					"folder opaque)", 32, val);
+		} else if (strcmp(a, OVL_XATTR_XWHITEOUT) == 0) {
+			/* the kernel reads an xwhiteout only in a folder marked
+			 * "x", which is reported and removed too: removed, the
+			 * kernel shows the entry as ovsnap's views do */
+			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
+
+			if (fix_go(ck, &fx)) {
+				fx.rc = ovs_lremovexattrat(dirfd, name, a);
+				if (fx.rc < 0)
+					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
+			}
+			finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
+				"xwhiteout xattr %s (ovsnap writes none and reads none, the "
+				"kernel may read it as a whiteout)", a);
 		} else if (strcmp(a, OVL_XATTR_REDIRECT) == 0) {
 			struct fix fx = FIX(FIX_ALL, true, "removed (the directory now merges "
 					    "with the one at its own path below)", "removes it");

@@ -13,6 +13,9 @@
 #define OVL_XATTR_PREFIX	"trusted.overlay."
 #define OVL_XATTR_OPAQUE	"trusted.overlay.opaque"
 #define OVL_XATTR_REDIRECT	"trusted.overlay.redirect"
+/* An xwhiteout (kernel 6.7+): an empty file carrying it, in a folder whose
+ * opaque xattr is "x", is a whiteout to the kernel.  ovsnap writes none. */
+#define OVL_XATTR_XWHITEOUT	"trusted.overlay.whiteout"
 /* An empty origin means "copied up, origin unknown".  Every directory the
  * engine makes carries one: overlayfs filters whiteouts out of a
  * directory's listing only when it may hold any (a merge, or an origin), so
