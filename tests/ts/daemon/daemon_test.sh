@@ -588,4 +588,42 @@ test_create_over_a_fifo_made_behind_the_mount() {
 	umount "$under" || umount -l "$under"
 }
 
+# A folder that has a plain copy in the snapshot's layer (one of its
+# files was changed through the mount), then removed behind the mount:
+# the snapshot shows the copy's entries alone.  A folder renamed to that
+# name through the mount must not merge its entries into them.
+test_folder_removed_behind_the_mount_gains_nothing() {
+	local under=$OVS_TMP/under view=$OVS_TMP/view id upper want
+
+	mkdir "$SRC/D" && printf 'a\n' >"$SRC/D/a" && printf 'b\n' >"$SRC/D/b"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	read -r id upper < <(ovs_snapshot_layers "$SRC" | tail -1)
+	printf 'more\n' >>"$SRC/D/a"
+	assertTrue "D/a was kept in a plain copy of D" "[ -f '$upper/D/a' ]"
+	mkdir -p "$under" "$view"
+	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	rm -r "$under/src/D"
+	umount "$under"
+	# the kernel forgets D, so the mkdir below reaches the daemon
+	echo 2 >/proc/sys/vm/drop_caches
+	assertFalse "D is gone" "[ -e '$SRC/D' ]"
+	ovs_run "$OVSNAP" mount "$SRC" "$id" "$view"
+	assertEquals "mount of snapshot $id: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "snapshot $id shows the kept D/a" a "$(cat "$view/D/a" 2>&1)"
+	assertFalse "and not D/b, which was never kept" "[ -e '$view/D/b' ]"
+	want=$("$OVS_MANIFEST" "$view")
+	"$OVSNAP" umount "$view"
+	# a folder made elsewhere and renamed to D: its entries came with
+	# it, each preserved nowhere (every create in D would be)
+	mkdir "$SRC/X" && printf 'new\n' >"$SRC/X/new" && printf 'new b\n' >"$SRC/X/b" &&
+		mv -T "$SRC/X" "$SRC/D" || fail "a folder renamed to D through the mount"
+	assertEquals "the copy is opaque now" y \
+		"$(getfattr --absolute-names --only-values -n trusted.overlay.opaque "$upper/D" 2>&1)"
+	ovs_run "$OVSNAP" mount "$SRC" "$id" "$view"
+	assertEquals "mount of snapshot $id again: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "snapshot $id is unchanged" "$want" "$("$OVS_MANIFEST" "$view")"
+	"$OVSNAP" umount "$view"
+}
+
 . "$SHUNIT2"
