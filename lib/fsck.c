@@ -805,8 +805,9 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
 			}
 			finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
-				"xwhiteout xattr %s (ovsnap writes none and reads none, the "
-				"kernel may read it as a whiteout)", a);
+				"xwhiteout mark (ovsnap writes none and reads none; the kernel "
+				"reads an empty file that carries it, in a folder marked 'x', "
+				"as a whiteout)");
 		} else if (strcmp(a, OVL_XATTR_REDIRECT) == 0) {
 			struct fix fx = FIX(FIX_ALL, true, "removed (the directory now merges "
 					    "with the one at its own path below)", "removes it");

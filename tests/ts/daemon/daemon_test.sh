@@ -604,16 +604,18 @@ test_folder_removed_behind_the_mount_gains_nothing() {
 	mkdir -p "$under" "$view"
 	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
 	rm -r "$under/src/D"
-	umount "$under"
-	# the kernel forgets D, so the mkdir below reaches the daemon
-	echo 2 >/proc/sys/vm/drop_caches
-	assertFalse "D is gone" "[ -e '$SRC/D' ]"
+	umount "$under" || fail "umount of the bind mount"
+	# the kernel forgets D once nothing uses its entry (it keeps entries
+	# for a day: only the mount changes SRC), so D is seen gone
+	assertTrue "D is gone through the mount" \
+		"ovs_wait_until 10 \"sync; echo 2 >/proc/sys/vm/drop_caches; ! [ -e '$SRC/D' ]\""
 	ovs_run "$OVSNAP" mount "$SRC" "$id" "$view"
 	assertEquals "mount of snapshot $id: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "snapshot $id shows the kept D/a" a "$(cat "$view/D/a" 2>&1)"
 	assertFalse "and not D/b, which was never kept" "[ -e '$view/D/b' ]"
 	want=$("$OVS_MANIFEST" "$view")
-	"$OVSNAP" umount "$view"
+	ovs_run "$OVSNAP" umount "$view"
+	assertEquals "umount of the view: $(ovs_ran)" 0 "$OVS_RC"
 	# a folder made elsewhere and renamed to D: its entries came with
 	# it, each preserved nowhere (every create in D would be)
 	mkdir "$SRC/X" && printf 'new\n' >"$SRC/X/new" && printf 'new b\n' >"$SRC/X/b" &&
@@ -623,7 +625,8 @@ test_folder_removed_behind_the_mount_gains_nothing() {
 	ovs_run "$OVSNAP" mount "$SRC" "$id" "$view"
 	assertEquals "mount of snapshot $id again: $(ovs_ran)" 0 "$OVS_RC"
 	assertEquals "snapshot $id is unchanged" "$want" "$("$OVS_MANIFEST" "$view")"
-	"$OVSNAP" umount "$view"
+	ovs_run "$OVSNAP" umount "$view"
+	assertEquals "umount of the view again: $(ovs_ran)" 0 "$OVS_RC"
 }
 
 . "$SHUNIT2"

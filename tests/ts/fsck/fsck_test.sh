@@ -231,7 +231,7 @@ test_opaque_x_is_not_opaque() {
 	# without "x": the kernel ignores it too)
 	setfattr -n trusted.overlay.whiteout -v y "$STORE/layers/1/upper/a"
 	expect_fsck $FSCK_UNCORRECTED \
-"snapshot 1: upper/a: xwhiteout xattr trusted.overlay.whiteout (ovsnap writes none and reads none, the kernel may read it as a whiteout): not repaired (fsck -p removes it)
+"snapshot 1: upper/a: xwhiteout mark (ovsnap writes none and reads none; the kernel reads an empty file that carries it, in a folder marked 'x', as a whiteout): not repaired (fsck -p removes it)
 snapshot 2: upper/d: opaque xattr 'x' (a folder of xwhiteouts: ovsnap writes none and reads none, the kernel may read some): not repaired (fsck -p removes it)
 $SRC: 2 errors, 0 repaired, 2 left" -n
 	fsck -p
