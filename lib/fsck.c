@@ -749,6 +749,18 @@ static bool redirect_target_exists(const struct layer_ctx *lc, const char *path,
 	return found;
 }
 
+/* The fix of a finding that is the xattr attr itself: remove it, if the
+ * mode allows. */
+static void remove_xattr_fix(struct fsck *ck, struct fix *fx, int dirfd, const char *name,
+			     const char *attr)
+{
+	if (!fix_go(ck, fx))
+		return;
+	fx->rc = ovs_lremovexattrat(dirfd, name, attr);
+	if (fx->rc < 0)
+		ovs_err(-fx->rc, "remove %s: %s", attr, strerror(-fx->rc));
+}
+
 static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			       const char *name, const char *path, const char *upath,
 			       const struct stat *st)
@@ -777,11 +789,7 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			val[vlen] = '\0';
 			if (S_ISDIR(st->st_mode) && vlen == 1 && val[0] == 'y')
 				continue;
-			if (fix_go(ck, &fx)) {
-				fx.rc = ovs_lremovexattrat(dirfd, name, a);
-				if (fx.rc < 0)
-					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
-			}
+			remove_xattr_fix(ck, &fx, dirfd, name, a);
 			if (!S_ISDIR(st->st_mode))
 				finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
 					"opaque xattr on a non-directory");
@@ -799,11 +807,7 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 			 * kernel shows the entry as ovsnap's views do */
 			struct fix fx = FIX(FIX_PREEN, true, "removed", "removes it");
 
-			if (fix_go(ck, &fx)) {
-				fx.rc = ovs_lremovexattrat(dirfd, name, a);
-				if (fx.rc < 0)
-					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
-			}
+			remove_xattr_fix(ck, &fx, dirfd, name, a);
 			finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
 				"xwhiteout mark (ovsnap writes none and reads none; the kernel "
 				"reads an empty file that carries it, in a folder marked 'x', "
@@ -818,11 +822,7 @@ static void check_layer_xattrs(struct fsck *ck, struct layer_ctx *lc, int dirfd,
 				continue;
 			val[vlen] = '\0';
 			exists = redirect_target_exists(lc, path, val);
-			if (fix_go(ck, &fx)) {
-				fx.rc = ovs_lremovexattrat(dirfd, name, a);
-				if (fx.rc < 0)
-					ovs_err(-fx.rc, "remove %s: %s", a, strerror(-fx.rc));
-			}
+			remove_xattr_fix(ck, &fx, dirfd, name, a);
 			finding(ck, OVS_FSCK_ERROR, &lc->id, upath, "layer-format", &fx,
 				"redirect to '%s'%s (ovsnap never writes redirects)", val,
 				exists ? "" : ", which points to nothing");
