@@ -440,6 +440,17 @@ static int src_stat(struct ovs_layer *l, const struct ovs_relpath *path, struct 
 	return rc;
 }
 
+/* The stat of SRC's object at path: the caller's, made under its lock
+ * (path->st, given with path->srcdirfd), else a fresh one. */
+static int src_stat_known(struct ovs_layer *l, const struct ovs_relpath *path, struct stat *st)
+{
+	if (path->st && path->srcdirfd >= 0) {
+		*st = *path->st;
+		return 0;
+	}
+	return src_stat(l, path, st);
+}
+
 /*
  * Rule 6: every name of a multiply-linked inode shows the old content, as
  * one inode in the upper.  The copy is linked to the other names first and
@@ -538,9 +549,8 @@ static int preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 	return copy_up_one(l, path, false, st, ud);
 }
 
-/* Rule 3 for a plain copy whose directory SRC lost (plain_copy_alone), and
- * for rmdir (make_opaque). */
-
+/* Rule 3: the upper's copy of the directory at path made opaque, for an
+ * rmdir and for a plain copy whose directory SRC lost (plain_copy_alone). */
 static int make_opaque(struct ovs_layer *l, const struct ovs_relpath *path)
 {
 	const char *ubase = ovs_relpath_base(path);
@@ -575,14 +585,11 @@ static int plain_copy_alone(struct ovs_layer *l, const struct ovs_relpath *path)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct stat st;
-	int rc = 0;
+	int rc;
 
 	if (!path->n)
 		return 0;	/* SRC's root */
-	if (path->st && path->srcdirfd >= 0)
-		st = *path->st;
-	else
-		rc = src_stat(l, path, &st);
+	rc = src_stat_known(l, path, &st);
 	if (rc == 0 && S_ISDIR(st.st_mode))
 		return 0;
 	if (rc < 0 && rc != -ENOENT)
@@ -627,18 +634,12 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 	int rc = coverage_walk(l, on_src ? l->upper_on_src_mount : l->upperfd, path, &ud);
 
 	if (rc == OVS_ENTRY_DIR) {
-		ovs_upper_dir_release(&ud);
 		rc = plain_copy_alone(l, path);
 		return rc < 0 ? rc : 0;
 	}
 	if (rc != OVS_NOT_COVERED)
 		return rc < 0 ? rc : 0;
-	if (known) {
-		st = *path->st;
-		rc = 0;
-	} else {
-		rc = src_stat(l, path, &st);
-	}
+	rc = src_stat_known(l, path, &st);
 	if (rc < 0) {
 		ovs_upper_dir_release(&ud);
 		return ovs_err(-rc, "preserve %s: %s", DESCRIBE(path, what), strerror(-rc));
