@@ -240,6 +240,15 @@ ovs_mkfs() {
 	return 0
 }
 
+# ovs_mount_behind DIR: the test filesystem bind-mounted at DIR: a way to
+# SRC (DIR/src/...) that bypasses the snapshot mount, for changes made
+# behind it.  Fails the test and returns 1 if it cannot be mounted.
+ovs_mount_behind() {
+	mkdir -p "$1" && mount --bind "$OVS_MNT" "$1" && return 0
+	fail "bind mount of $OVS_MNT at $1"
+	return 1
+}
+
 # ovs_overlay_mount TARGET LOWER1:LOWER2:...: read-only kernel overlay of
 # the given layers, leftmost on top (the test oracle).  TARGET outside
 # $OVS_TMP is remembered and unmounted by the cleanup all the same.

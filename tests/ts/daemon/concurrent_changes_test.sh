@@ -137,8 +137,7 @@ test_create_over_an_existing_object_waits_for_its_preserve() {
 
 	assertFalse "no other/late yet (the kernel caches a negative entry)" \
 		"[ -e '$SRC/other/late' ]"
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ovs_mount_behind "$under"
 	ln "$under/src/held/file" "$under/src/other/late" || fail "link behind the mount"
 	ovs_run timeout 120 "$OVSNAP" take "$SRC"
 	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
@@ -286,8 +285,7 @@ test_name_replaced_behind_the_mount_while_a_change_waits() {
 		ln "$SRC/held/$c" "$SRC/other/$c.2"
 	done
 	take_snapshot
-	mkdir -p "$bypass"
-	mount --bind "$OVS_MNT" "$bypass" || { fail "bind mount of the filesystem"; return; }
+	ovs_mount_behind "$bypass" || return
 	for c in rm mv; do
 		n0=$(ovs_relocks)
 		hold_a_truncate "$SRC/held/$c" || return

@@ -545,8 +545,7 @@ test_create_over_a_name_made_behind_the_mount() {
 	for f in trunc excl; do
 		assertFalse "no $f yet (the kernel caches a negative entry)" "[ -e '$SRC/$f' ]"
 	done
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ovs_mount_behind "$under"
 	printf 'old\n' >"$under/src/trunc"
 	printf 'old\n' >"$under/src/excl"
 	ovs_run "$OVSNAP" take "$SRC"
@@ -575,8 +574,7 @@ test_create_over_a_fifo_made_behind_the_mount() {
 	local under=$OVS_TMP/under
 
 	assertFalse "no fifo yet (the kernel caches a negative entry)" "[ -e '$SRC/fifo' ]"
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ovs_mount_behind "$under"
 	mkfifo "$under/src/fifo"
 	ovs_run timeout 60 sh -c "printf x >'$SRC/fifo'"
 	assertNotEquals "the create of a name that is a FIFO fails: $(ovs_ran)" 0 "$OVS_RC"
@@ -601,8 +599,8 @@ test_folder_removed_behind_the_mount_gains_nothing() {
 	read -r id upper < <(ovs_snapshot_layers "$SRC" | tail -1)
 	printf 'more\n' >>"$SRC/D/a"
 	assertTrue "D/a was kept in a plain copy of D" "[ -f '$upper/D/a' ]"
-	mkdir -p "$under" "$view"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	mkdir -p "$view"
+	ovs_mount_behind "$under"
 	rm -r "$under/src/D"
 	umount "$under" || fail "umount of the bind mount"
 	# the kernel forgets D once nothing uses its entry (it keeps entries

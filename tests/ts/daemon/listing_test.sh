@@ -141,8 +141,7 @@ test_a_listing_again_past_the_fd_cache_opens_no_known_object() {
 	echo eight >"$SRC/big2/f8"
 	find "$SRC/big2" -printf '%s\n' >/dev/null
 	ino8=$(stat -c %i "$SRC/big2/f8")
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || { fail "bind mount of $OVS_MNT"; return; }
+	ovs_mount_behind "$under" || return
 	mv "$under/src/big2/f8" "$under/src/big2/f7"
 	assertTrue "f7 replaced by f8 behind the mount" $?
 	umount "$under"

@@ -502,8 +502,7 @@ test_dead_daemon() {
 	kill -9 $pid
 	ovs_wait_until 30 "! kill -0 $pid 2>/dev/null"
 	assertFalse "the daemon is dead" "kill -0 $pid 2>/dev/null"
-	mkdir -p "$OVS_TMP/bypass"
-	mount --bind "$OVS_MNT" "$OVS_TMP/bypass" && echo two >"$OVS_TMP/bypass/live/f"
+	ovs_mount_behind "$OVS_TMP/bypass" && echo two >"$OVS_TMP/bypass/live/f"
 	umount "$OVS_TMP/bypass"
 	ovs_run "$OVSNAP" fsck -n "$live"
 	assertEquals "fsck -n exit: $(ovs_ran)" $FSCK_UNCORRECTED "$OVS_RC"

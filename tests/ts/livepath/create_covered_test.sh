@@ -193,8 +193,7 @@ covered_folders_keep_snapshots() {
 	for f in behind excl; do
 		assertFalse "no $f yet" "[ -e '$SRC/plain/new/k/$f' ]"
 	done
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ovs_mount_behind "$under"
 	printf 'behind\n' >"$under/src/plain/new/k/behind"
 	printf 'behind\n' >"$under/src/plain/new/k/excl"
 	ovs_strace_attach "$(daemon_pid)" "$OVS_TMP/behind.strace" -e trace=openat

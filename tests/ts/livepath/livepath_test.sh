@@ -29,8 +29,7 @@ live_and_native() {
 # mount of the filesystem: what the kernel caches must be what is on disk.
 real_path() {
 	if ! mountpoint -q "$OVS_TMP/under"; then
-		mkdir -p "$OVS_TMP/under"
-		mount --bind "$OVS_MNT" "$OVS_TMP/under" || fail "bind mount of $OVS_MNT"
+		ovs_mount_behind "$OVS_TMP/under"
 	fi
 	echo "$OVS_TMP/under/${1#"$OVS_MNT"/}"
 }

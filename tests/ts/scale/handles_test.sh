@@ -186,8 +186,7 @@ test_inode_number_reused_behind_the_daemon() {
 	# Lookups of 300 other files push x's fd out of the cache (bound 64).
 	stat "$src"/fill/* >/dev/null || fail "stat the filler files"
 	under=$OVS_TMP/under
-	mkdir -p "$under"
-	mount --bind "$OVS_MNT" "$under" || fail "bind mount of $OVS_MNT"
+	ovs_mount_behind "$under"
 	rmdir "$under/src/d/x" || fail "rmdir in the real directory"
 	umount "$under"
 	new=

@@ -84,9 +84,7 @@ test_take_through_a_bind_mount_is_refused() {
 	assertEquals "take of the outer volume: $(ovs_ran)" 0 "$OVS_RC"
 	# A bind of the filesystem's directory d, taken below the mount of
 	# the snapshot: another path to the same directory.
-	mkdir -p "$OVS_TMP/bind"
-	mount --bind "$OVS_MNT" "$OVS_TMP/bind"
-	assertEquals "bind mount" 0 $?
+	ovs_mount_behind "$OVS_TMP/bind"
 	ovs_run "$OVSNAP" take "$OVS_TMP/bind/d/inner"
 	assertEquals "take through a bind mount: exit" 1 "$OVS_RC"
 	assertContains "take through a bind mount names the volume" "$OVS_ERR" "inside the volume $D"
