@@ -25,7 +25,8 @@ bench_our_daemons() {
 
 	for p in /proc/[0-9]*; do
 		comm=$(cat "$p/comm" 2>/dev/null) || continue
-		case $comm in ovsnapd | ovsnap-viewd) ;; *) continue ;; esac
+		# ovsnapd*: a build to compare with may be named ovsnapd.base
+		case $comm in ovsnapd* | ovsnap-viewd) ;; *) continue ;; esac
 		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$work/" && echo "${p#/proc/}"
 	done
 	return 0
