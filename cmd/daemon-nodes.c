@@ -651,6 +651,41 @@ int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp)
 	return rc;
 }
 
+int node_relpath_dir(struct dnode *n, struct ovs_relpath *rp, struct node_dir *dir)
+{
+	int rc;
+
+	*dir = (struct node_dir){ .covered = 0 };
+	pthread_mutex_lock(&D.nodes_lock);
+	rc = relpath_locked(n, NULL, rp, true);
+	if (rc == 0 && rp->n) {
+		dir->covered = __atomic_load_n(&n->parent->covered, __ATOMIC_ACQUIRE);
+		dir->dev = n->parent->dev;
+		dir->ino = n->parent->ino;
+		dir->known = true;
+	}
+	pthread_mutex_unlock(&D.nodes_lock);
+	return rc;
+}
+
+void node_covered_set(struct dnode *n, uint64_t epoch, bool names)
+{
+	uint64_t want = epoch << 1 | names, was = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
+
+	while (was < want &&
+	       !__atomic_compare_exchange_n(&n->covered, &was, want, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+}
+
+void node_dir_covered_set(struct dnode *n, const struct node_dir *dir, uint64_t epoch)
+{
+	pthread_mutex_lock(&D.nodes_lock);
+	if (dir->known && n->parent && n->parent->dev == dir->dev && n->parent->ino == dir->ino)
+		node_covered_set(n->parent, epoch, true);
+	pthread_mutex_unlock(&D.nodes_lock);
+}
+
 const char *node_describe(struct dnode *n, char *buf, size_t len)
 {
 	struct ovs_relpath rp;

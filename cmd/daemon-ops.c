@@ -389,18 +389,6 @@ static int preserve_failed(int rc, const char *what, const struct ovs_relpath *p
 	return rc < 0 ? -rc : EIO;
 }
 
-/* Node n's object, and with names every name in it (a folder), found
- * covered in the layer of epoch (struct dnode's covered). */
-static void node_covered_set(struct dnode *n, uint64_t epoch, bool names)
-{
-	uint64_t want = epoch << 1 | names, was = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
-
-	while (was < want &&
-	       !__atomic_compare_exchange_n(&n->covered, &was, want, false, __ATOMIC_ACQ_REL,
-					    __ATOMIC_ACQUIRE))
-		;
-}
-
 static bool node_covered_in(struct dnode *n, uint64_t epoch)
 {
 	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) >> 1 == epoch;
@@ -414,25 +402,35 @@ static uint64_t node_names_epoch(struct dnode *n)
 	return c & 1 ? c >> 1 : 0;
 }
 
-/* In the preserve phase: every name in folder n is covered in pres_layer,
- * so a preserve of one of them would do nothing.  Not after a write error
- * in the layer, where the preserve refuses the change (rule 8). */
-static bool names_covered(struct dnode *n)
+/* In the preserve phase: every name in the folder whose covered word
+ * (struct dnode's covered) is c is covered in pres_layer, so a preserve
+ * of one of them, or of the object at one of them, would do nothing.  Not
+ * after a write error in the layer, where the preserve refuses the change
+ * (rule 8). */
+static bool names_covered_by(uint64_t c)
 {
-	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL))
+	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL) || !(c & 1))
 		return false;
 #ifdef OVS_MUTANT_NAMES_COVERED_ANY_EPOCH	/* make check-mutants: a take forgotten */
-	return node_names_epoch(n) != 0;
+	return true;
 #else
-	return node_names_epoch(n) == pres_epoch;
+	return c >> 1 == pres_epoch;
 #endif
+}
+
+/* The same for folder n. */
+static bool names_covered(struct dnode *n)
+{
+	return names_covered_by(__atomic_load_n(&n->covered, __ATOMIC_ACQUIRE));
 }
 
 /* Rule 1 for the object of node n, in the preserve phase. */
 static int preserve_node(struct dnode *n, const char *what)
 {
 	struct ovs_relpath path;
+	struct node_dir dir;
 	struct stat st;
+	unsigned cov;
 	int rc;
 
 	/* Moved into a layer by an unlink: the snapshot's copy now. */
@@ -440,7 +438,7 @@ static int preserve_node(struct dnode *n, const char *what)
 		return ENOENT;
 	if (!pres_layer || node_covered_in(n, pres_epoch))
 		return 0;
-	rc = node_relpath(n, NULL, &path);
+	rc = node_relpath_dir(n, &path, &dir);
 	if (rc == -ENOENT)
 		return 0;	/* no name left: not part of the tree any more */
 	if (rc < 0)
@@ -463,12 +461,26 @@ static int preserve_node(struct dnode *n, const char *what)
 		/* The preserve's stat too: one syscall less each. */
 		path.st = &st;
 	}
+	/* Its name in a folder whose names are all covered (new since the
+	 * take, or in one): the object is too, as the engine's walk of the
+	 * layer would find (an ancestor of path is a whiteout, a file or
+	 * opaque there), without the walk, one open per folder of path.
+	 * A node forgotten and looked up again (a tree larger than the
+	 * kernel's cache, a drop_caches) knows nothing of its own. */
+	if (names_covered_by(dir.covered)) {
+		node_covered_set(n, pres_epoch, false);
+		node_relpath_free(&path);
+		return 0;
+	}
 	pres_gated |= test_preserve_gate_wants(&path);
-	rc = ovs_preserve_object(pres_layer, D.hlmap, &path);
+	rc = ovs_preserve_object_cov(pres_layer, D.hlmap, &path, &cov);
 	if (rc < 0)
 		rc = preserve_failed(rc, what, &path);
 	else
 		node_covered_set(n, pres_epoch, false);
+	/* So are the folder's other names: remembered for the next. */
+	if (cov & OVS_COV_SIBLINGS)
+		node_dir_covered_set(n, &dir, pres_epoch);
 	node_relpath_free(&path);
 	return rc;
 }
@@ -1292,6 +1304,7 @@ static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *nam
 			   const struct busy_keys *ks, struct ovs_relpath *path,
 			   struct stat *st, bool copy, bool *movable, struct ovs_upper_dir *to)
 {
+	unsigned cov;
 	int err, rc;
 
 	do {
@@ -1304,13 +1317,18 @@ static int unlink_preserve(fuse_req_t req, struct dnode *parent, const char *nam
 			err = NS_RELOCK;
 		/* The preserve's stat too, made under the marks. */
 		path->st = st;
-		if (!err && pres_layer) {
+		/* In a folder whose names are all covered the engine would
+		 * find the name covered and preserve nothing (names_covered). */
+		if (!err && pres_layer && !names_covered(parent)) {
 			pres_gated |= test_preserve_gate_wants(path);
 			rc = ovs_preserve_unlink(pres_layer, D.hlmap, path,
-						 !copy && may_move(req, path->srcdirfd, st), to);
+						 !copy && may_move(req, path->srcdirfd, st), to,
+						 &cov);
 			if (rc < 0)
 				err = preserve_failed(rc, "unlink", path);
 			*movable = rc == 1;
+			if (cov & OVS_COV_SIBLINGS)
+				node_covered_set(parent, pres_epoch, true);
 		}
 	} while (preserve_again(&err));
 	return err;

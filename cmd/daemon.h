@@ -240,6 +240,25 @@ fuse_ino_t node_find_ino(dev_t dev, ino_t ino);
  * node_relpath_free().
  */
 int node_relpath(struct dnode *n, const char *name, struct ovs_relpath *rp);
+/* The folder that holds a node's name, as node_relpath_dir read it with
+ * the node's chain: its covered word (struct dnode's) and its identity;
+ * nothing known for the root. */
+struct node_dir {
+	uint64_t covered;
+	dev_t dev;
+	ino_t ino;
+	bool known;
+};
+/* node_relpath(n, NULL, rp), and in *dir the folder that holds n's name. */
+int node_relpath_dir(struct dnode *n, struct ovs_relpath *rp, struct node_dir *dir);
+/* Node n's object, and with names every name in it (a folder), found
+ * covered in the layer of epoch (struct dnode's covered; only grows). */
+void node_covered_set(struct dnode *n, uint64_t epoch, bool names);
+/* Every name in the folder dir covered in the layer of epoch, remembered
+ * in the node of the folder that holds n's name if that is still dir: a
+ * busy n keeps its name, but nodes_lock was let go in between, and only
+ * the folder the walk went through may be marked. */
+void node_dir_covered_set(struct dnode *n, const struct node_dir *dir, uint64_t epoch);
 void node_relpath_free(struct ovs_relpath *rp);
 /* n's chain of names for a message, bounded by len (any caller: copied
  * under nodes_lock). */

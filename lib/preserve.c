@@ -617,10 +617,12 @@ static bool movable(const struct ovs_layer *l, const struct stat *st)
 /* Rule 1 for the object at path; with may_move, 1 instead when it may be
  * moved into the upper at its unlink (ovs_preserve_unlink), its parents
  * there made, and in *to (if not NULL) the upper directory it moves into
- * where the walk found it on SRC's mount. */
+ * where the walk found it on SRC's mount.  *cov (if not NULL):
+ * OVS_COV_SIBLINGS when the walk found every name in path's parent folder
+ * covered (as ovs_preserve_name_cov), else 0. */
 static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 			      const struct ovs_relpath *path, bool may_move,
-			      struct ovs_upper_dir *to)
+			      struct ovs_upper_dir *to, unsigned *cov)
 {
 	char what[OVS_RELPATH_DESCRIBE_MAX];
 	struct ovs_upper_dir ud;
@@ -633,6 +635,8 @@ static int preserve_object_at(struct ovs_layer *l, struct ovs_hlmap *m,
 	bool on_src = to && may_move && known && movable(l, path->st);
 	int rc = coverage_walk(l, on_src ? l->upper_on_src_mount : l->upperfd, path, &ud);
 
+	if (cov)
+		*cov = rc == OVS_COVERED_BY_ANCESTOR ? OVS_COV_SIBLINGS : 0;
 	if (rc == OVS_ENTRY_DIR) {
 		rc = plain_copy_alone(l, path);
 		return rc < 0 ? rc : 0;
@@ -1066,15 +1070,27 @@ static int scoped(struct ovs_layer *l, int rc)
 	return checked(l, rc);
 }
 
-int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
-			const struct ovs_relpath *path)
+int ovs_preserve_object_cov(struct ovs_layer *l, struct ovs_hlmap *m,
+			    const struct ovs_relpath *path, unsigned *cov)
 {
 	int rc = ovs_layer_check(l);
 
+	*cov = 0;
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	return scoped(l, preserve_object_at(l, m, path, false, NULL));
+	rc = scoped(l, preserve_object_at(l, m, path, false, NULL, cov));
+	if (rc)
+		*cov = 0;
+	return rc;
+}
+
+int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
+			const struct ovs_relpath *path)
+{
+	unsigned cov;
+
+	return ovs_preserve_object_cov(l, m, path, &cov);
 }
 
 int ovs_preserve_rmdir(struct ovs_layer *l, const struct ovs_relpath *path)
@@ -1125,16 +1141,17 @@ int ovs_preserve_subtree(struct ovs_layer *l, struct ovs_hlmap *m,
 
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path, bool may_move,
-			struct ovs_upper_dir *to)
+			struct ovs_upper_dir *to, unsigned *cov)
 {
 	int rc = ovs_layer_check(l);
 
+	*cov = 0;
 	if (to)
 		ovs_upper_dir_release(to);
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	rc = preserve_object_at(l, m, path, may_move, to);
+	rc = preserve_object_at(l, m, path, may_move, to, cov);
 	if (rc == 1) {
 		rc = scoped(l, 0);
 		if (rc == 0)
@@ -1143,7 +1160,10 @@ int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			ovs_upper_dir_release(to);	/* only a 1 hands it over */
 		return rc;
 	}
-	return scoped(l, rc);
+	rc = scoped(l, rc);
+	if (rc)
+		*cov = 0;
+	return rc;
 }
 
 int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,

@@ -167,6 +167,11 @@ int ovs_coverage_at(int upperfd, const char *path);
  * (rule 8).  No-op if covered. */
 int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path);
+/* The same, and in *cov OVS_COV_SIBLINGS when the layer covers every name
+ * in path's parent folder (ovs_preserve_name_cov), else 0, for a caller
+ * that remembers it until the layer changes. */
+int ovs_preserve_object_cov(struct ovs_layer *l, struct ovs_hlmap *m,
+			    const struct ovs_relpath *path, unsigned *cov);
 /* The upper directory an unlink's file moves into, as the preserve's walk
  * found it on SRC's mount (ovs_preserve_unlink, ovs_move_to_upper): the
  * layer's that found it, used by no other layer's move.  Initialised with
@@ -194,10 +199,11 @@ void ovs_upper_dir_release(struct ovs_upper_dir *ud);
  * changed, and the error is the preserve's.  With 1, *to may also hold
  * the upper directory the move goes to (any it held before is released
  * first), which ovs_move_to_upper takes (or it finds the directory again:
- * to NULL or empty); with any other answer *to is empty. */
+ * to NULL or empty); with any other answer *to is empty.  *cov as
+ * ovs_preserve_object_cov's. */
 int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			const struct ovs_relpath *path, bool may_move,
-			struct ovs_upper_dir *to);
+			struct ovs_upper_dir *to, unsigned *cov);
 int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
 		      const struct stat *st, struct ovs_upper_dir *to, bool *moved);
 /* Rule 2: before a name is created at path: a whiteout if nothing was

@@ -5,7 +5,7 @@
  *
  *   preserve-test init SRC UPPER WORK           new layer, root metadata
  *   preserve-test OP SRC UPPER WORK PATH...     OP: object name rmdir subtree
- *                                               covered cloned
+ *                                               covered cloned objectcov
  *   preserve-test objectat SRC UPPER WORK DIR PATH...
  *                                               object, each PATH given the
  *                                               open SRC/DIR as its srcdirfd
@@ -26,7 +26,9 @@
  *
  * OP builds the hard link map of SRC first, as the daemon does at setup.
  * "covered" prints 1 or 0 per path; "cloned" preserves like "object" and
- * prints "clone" or "copy".  Exit 0 on success, 1 with a message on error.
+ * prints "clone" or "copy"; "objectcov" and "unlinkcov" preserve like
+ * "object" and "unlink" and print "siblings" when the engine found every
+ * name in the path's folder covered (OVS_COV_SIBLINGS), "-" when not.  Exit 0 on success, 1 with a message on error.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -751,12 +753,16 @@ static int parallel(struct ovs_layer *l, struct ovs_hlmap *m, int argc, char **a
  * went into the upper, "unlinked" when it was preserved by a copy (or was
  * covered) and then unlinked.
  */
+/* What the last unlink_as_daemon's preserve found covered. */
+static unsigned unlink_cov;
+
 static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
 			    struct ovs_relpath *rp, const char *p)
 {
 	struct ovs_upper_dir to = OVS_UPPER_DIR_INIT;
 	const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
 	struct stat st;
+	unsigned cov = 0;
 	bool moved = false;
 	int rc, dfd = srcfd;
 
@@ -774,7 +780,8 @@ static int unlink_as_daemon(struct ovs_layer *l, struct ovs_hlmap *m, int srcfd,
 	rp->srcdirfd = dfd;
 	rp->st = &st;
 	if (rc == 0)
-		rc = ovs_preserve_unlink(l, m, rp, true, &to);
+		rc = ovs_preserve_unlink(l, m, rp, true, &to, &cov);
+	unlink_cov = cov;
 	if (rc == 1) {
 		rc = ovs_move_to_upper(l, rp, &st, &to, &moved);
 		if (rc == 0 && !moved)
@@ -798,6 +805,7 @@ int main(int argc, char **argv)
 	struct ovs_hlmap *m;
 	const char *op;
 	size_t outside;
+	unsigned cov;
 	int srcfd, rc, i, first = 5, dirfd = -1;
 
 	if (argc == 3 && !strcmp(argv[1], "manifest"))
@@ -844,8 +852,11 @@ int main(int argc, char **argv)
 		struct ovs_relpath *rp = rel(p);
 
 		rp->srcdirfd = dirfd;
+		cov = 0;
 		if (!strcmp(op, "object") || !strcmp(op, "cloned") || !strcmp(op, "objectat"))
 			rc = ovs_preserve_object(l, m, rp);
+		else if (!strcmp(op, "objectcov"))
+			rc = ovs_preserve_object_cov(l, m, rp, &cov);
 		else if (!strcmp(op, "name"))
 			rc = ovs_preserve_name(l, m, rp);
 		else if (!strcmp(op, "rmdir"))
@@ -854,8 +865,10 @@ int main(int argc, char **argv)
 			rc = ovs_preserve_subtree(l, m, rp);
 		else if (!strcmp(op, "covered"))
 			rc = ovs_covered(l, rp);
-		else if (!strcmp(op, "unlink"))
+		else if (!strcmp(op, "unlink") || !strcmp(op, "unlinkcov")) {
 			rc = unlink_as_daemon(l, m, srcfd, rp, p);
+			cov = unlink_cov;
+		}
 		else {
 			fprintf(stderr, "preserve-test: unknown operation %s\n", op);
 			return 2;
@@ -866,6 +879,8 @@ int main(int argc, char **argv)
 			printf("%d\n", rc);
 		if (!strcmp(op, "cloned"))
 			printf("%s\n", ovs_layer_cloned(l) ? "clone" : "copy");
+		if (!strcmp(op, "objectcov") || !strcmp(op, "unlinkcov"))
+			printf("%s\n", cov & OVS_COV_SIBLINGS ? "siblings" : "-");
 	}
 	ovs_hlmap_free(m);
 	ovs_layer_close(l);

@@ -41,6 +41,29 @@ creates_traced() { # DIR N TRACE: N new files DIR/TRACE's name.I
 	ovs_strace_detach
 }
 
+# folder_learned_from DIR CMD FILE TRACE: with the daemon's nodes of DIR
+# and of what is in it forgotten, CMD (a first change of a file in DIR)
+# walks the layer; an append to and a chmod of FILE after it do not.
+folder_learned_from() {
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	ovs_strace_attach "$(daemon_pid)" "$4.first" -e trace=openat
+	assertTrue "strace attached to every thread of the daemon" $? || return 1
+	eval "$2" || fail "$2"
+	ovs_strace_detach
+	assertTrue "$2 walked the layer: the nodes were forgotten (trace: $(cat "$4.first"))" \
+		"[ $(grep -c 'O_DIRECTORY' "$4.first") -ge 3 ]"
+	ovs_strace_attach "$(daemon_pid)" "$4" -e trace=openat,chmod,fchmod,fchmodat
+	assertTrue "strace attached to every thread of the daemon" $? || return 1
+	printf 'more\n' >>"$3" || fail "append to $3"
+	chmod 600 "$3" || fail "chmod $3"
+	ovs_strace_detach
+	assertEquals "the trace holds the chmod (trace: $(cat "$4"))" 1 \
+		"$(grep -cE '^[0-9]+ +(f?chmod|fchmodat)\(' "$4")"
+	assertEquals "after $2 no folder of the layer is opened (trace: $(cat "$4"))" \
+		0 "$(grep -c 'O_DIRECTORY' "$4")"
+}
+
 test_promise_ovsnapd_new_folder_creates_walk_nothing() {
 	local deep upper f pid i trace=$OVS_TMP/create.strace n=8
 
@@ -100,6 +123,31 @@ test_promise_ovsnapd_new_folder_creates_walk_nothing() {
 	creates_traced "$deep" "$n" "$trace.4" || return
 	assertEquals "and from the first rename (trace: $(cat "$trace.4"))" \
 		0 "$(name_stats "$trace.4")"
+
+	# The first change of a file there whose node the daemon forgot
+	# (the kernel did; the folder, held open, stays known) walks no
+	# folder of the layer either: its name is covered, so it is.
+	exec 9<"$deep"
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	ovs_strace_attach "$(daemon_pid)" "$trace.o" -e trace=openat,unlinkat
+	assertTrue "strace attached to every thread of the daemon" $? || { exec 9<&-; return; }
+	printf 'more\n' >>"$deep/create.strace.4.0" || fail "append after a forget"
+	chmod 600 "$deep/create.strace.4.1" || fail "chmod after a forget"
+	rm "$deep/create.strace.4.2" || fail "unlink after a forget"
+	ovs_strace_detach
+	exec 9<&-
+	assertEquals "the trace holds the unlink (trace: $(cat "$trace.o"))" 1 \
+		"$(grep -cE 'unlinkat\(.*"create\.strace\.4\.2"' "$trace.o")"
+	assertEquals "no folder of the layer opened for them (trace: $(cat "$trace.o"))" \
+		0 "$(grep -c 'O_DIRECTORY' "$trace.o")"
+	# With the folder forgotten too, the first change of a file there
+	# (a write, then an unlink) walks the layer and teaches the daemon
+	# the folder; the changes after it do not walk.
+	folder_learned_from "$deep" "printf more >>$deep/create.strace.4.3" \
+		"$deep/create.strace.4.4" "$trace.w" || return
+	folder_learned_from "$deep" "rm $deep/create.strace.4.5" \
+		"$deep/create.strace.4.6" "$trace.u" || return
 
 	# An old folder is never taken for a covered one: each create there
 	# stats its name (and preserves a whiteout).
@@ -181,6 +229,15 @@ covered_folders_keep_snapshots() {
 	ovs_take_with_manifest "$SRC" "$MF" || return
 
 	# Snapshot 2's epoch: what was new in snapshot 1's is old now.
+	# First changes of files made in folders remembered then are
+	# preserved, with their nodes known and forgotten alike.
+	printf 'more\n' >>"$SRC/plain/new/g" || fail "append to plain/new/g"
+	rm "$SRC/old/empty/e" || fail "rm old/empty/e"
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	chmod 600 "$SRC/plain/new/xd/y2" || fail "chmod plain/new/xd/y2"
+	printf 'more\n' >>"$SRC/old/empty/er/f" || fail "append to old/empty/er/f"
+	rm "$SRC/swap/sub/q" || fail "rm swap/sub/q"
 	printf 'h\n' >"$SRC/plain/new/h"
 	printf 'i\n' >"$SRC/old/empty/er/i"
 	printf 'j\n' >"$SRC/olddir/m/j"

@@ -684,6 +684,52 @@ test_hlmap() {
 
 # The daemon hands the engine the open SRC directory that holds the last
 # name (srcdirfd), for a plain file and for a linked one.
+# What the engine reports covered around an object it preserves or
+# unlinks, which ovsnapd remembers per folder until the next take: every
+# name in the path's folder, only where an ancestor of the path covers
+# it in the upper (a whiteout, a file, an opaque folder), never for an
+# entry at the path itself.
+test_object_walk_reports_covered_folder() {
+	local f
+
+	ovs_mkfs xfs || return 1
+	FS=xfs
+	new_case objectcov
+	mkdir -p "$S/old/sub"
+	printf 'f\n' >"$S/old/f"
+	printf 'g\n' >"$S/old/g"
+	start_layer
+	trap - ERR
+	assertEquals "an old file, copied: its folder is not" - \
+		"$("$T" objectcov "$S" "$U" "$W" old/f)"
+	assertEquals "the same, covered by its own entry now" - \
+		"$("$T" objectcov "$S" "$U" "$W" old/f)"
+	assertEquals "an unlink in an old folder" - \
+		"$("$T" unlinkcov "$S" "$U" "$W" old/g | tail -1)"
+	# A folder new since the take: a whiteout at its name.
+	pv name new
+	mkdir -p "$S/new/d"
+	for f in new/x new/z new/d/y; do printf '%s\n' "$f" >"$S/$f"; done
+	assertEquals "a file in a new folder: every name there is covered" siblings \
+		"$("$T" objectcov "$S" "$U" "$W" new/x)"
+	assertEquals "a file two folders down in it" siblings \
+		"$("$T" objectcov "$S" "$U" "$W" new/d/y)"
+	assertEquals "the new folder itself: its folder is an old one" - \
+		"$("$T" objectcov "$S" "$U" "$W" new)"
+	assertEquals "an unlink in the new folder" siblings \
+		"$("$T" unlinkcov "$S" "$U" "$W" new/z | tail -1)"
+	assertFalse "which unlinked it" "[ -e '$S/new/z' ]"
+	# An old folder removed and made again: opaque in the upper.
+	pv rmdir old/sub
+	rmdir "$S/old/sub"
+	mkdir "$S/old/sub"
+	printf 's\n' >"$S/old/sub/s"
+	assertEquals "a file in a folder made again" siblings \
+		"$("$T" objectcov "$S" "$U" "$W" old/sub/s)"
+	assertEquals "the opaque folder itself" - \
+		"$("$T" objectcov "$S" "$U" "$W" old/sub)"
+}
+
 test_srcdirfd() {
 	ovs_mkfs xfs || return 1
 	FS=xfs
