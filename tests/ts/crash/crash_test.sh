@@ -173,6 +173,49 @@ test_shutdown_after_overwrites_of_copies_xfs() {
 	shutdown_now_and_check "xfs without reflink, shutdown after overwrites"
 }
 
+# Where a change behind the mount removed a folder whose plain copy the
+# layer holds, the copy is made opaque before a populated folder is
+# renamed onto its name (lib/preserve.c, plain_copy_alone), and on XFS
+# the mark goes through the log with no fsync, ordered before the rename
+# it guards (rule 8).  After the rename is forced to the disk and the
+# filesystem shut down losing everything else, the snapshot shows what it
+# showed before the rename: the kept D/a alone, none of X's entries.
+# What the removal itself took from the snapshot (D/b) is outside rule
+# 10, so the snapshot's manifest is its view's right after the removal.
+shutdown_after_plain_copy_made_opaque() {
+	local id upper view=$OVS_TMP/before
+
+	ovs_mkfs "$1" 1G || return
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/D" "$SRC/X"
+	printf 'a\n' >"$SRC/D/a"
+	printf 'b\n' >"$SRC/D/b"
+	printf 'x\n' >"$SRC/X/x"
+	take_with_manifest || return
+	chmod 600 "$SRC/D/a" || fail "chmod D/a"
+	ovs_mount_behind "$OVS_TMP/under" || return
+	rm -r "$OVS_TMP/under/src/D" || fail "rm -r D behind the mount"
+	umount "$OVS_TMP/under" || fail "umount $OVS_TMP/under"
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC" || return
+	read -r id upper < <(ovs_snapshot_layers "$SRC")
+	ovs_overlay_mount "$view" "$upper:$SRC" || { fail "overlay mount of snapshot $id"; return; }
+	"$OVS_MANIFEST" "$view" >"$MF/$id.manifest" || fail "ovs-manifest $view"
+	umount "$view" || fail "umount $view"
+	assertNotContains "the snapshot lost D/b to the removal" "$(cat "$MF/$id.manifest")" "D/b"
+	assertContains "and kept D/a" "$(cat "$MF/$id.manifest")" "D/a"
+	ovs_run "$OVSNAP" activate "$SRC"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC" || return
+	mv -T "$SRC/X" "$SRC/D" || fail "rename of a populated folder onto D"
+	sync "$SRC" "$SRC/D" || fail "fsync of the rename through the mount"
+	assertEquals "the upper's D made opaque" y \
+		"$(getfattr --absolute-names --only-values -n trusted.overlay.opaque "$upper/D" 2>&1)"
+	shutdown_now_and_check "$1, shutdown after a plain copy was made opaque"
+}
+
+test_shutdown_after_plain_copy_made_opaque_xfs() { shutdown_after_plain_copy_made_opaque xfs; }
+test_shutdown_after_plain_copy_made_opaque_ext4() { shutdown_after_plain_copy_made_opaque ext4; }
+
 test_sigkill_daemon_xfs() { crash_run xfs kill; }
 test_sigkill_daemon_ext4() { crash_run ext4 kill; }
 test_sigkill_daemon_btrfs() { crash_run btrfs kill; }
