@@ -1070,6 +1070,16 @@ static int scoped(struct ovs_layer *l, int rc)
 	return checked(l, rc);
 }
 
+/* scoped() for an entry point that reports what is covered in *cov:
+ * nothing after an error. */
+static int scoped_cov(struct ovs_layer *l, int rc, unsigned *cov)
+{
+	rc = scoped(l, rc);
+	if (rc)
+		*cov = 0;
+	return rc;
+}
+
 int ovs_preserve_object_cov(struct ovs_layer *l, struct ovs_hlmap *m,
 			    const struct ovs_relpath *path, unsigned *cov)
 {
@@ -1079,10 +1089,7 @@ int ovs_preserve_object_cov(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	rc = scoped(l, preserve_object_at(l, m, path, false, NULL, cov));
-	if (rc)
-		*cov = 0;
-	return rc;
+	return scoped_cov(l, preserve_object_at(l, m, path, false, NULL, cov), cov);
 }
 
 int ovs_preserve_object(struct ovs_layer *l, struct ovs_hlmap *m,
@@ -1112,10 +1119,7 @@ int ovs_preserve_name_cov(struct ovs_layer *l, struct ovs_hlmap *m,
 	if (rc)
 		return rc;
 	log_scope_begin(l);
-	rc = scoped(l, preserve_name(l, m, path, cov));
-	if (rc)
-		*cov = 0;
-	return rc;
+	return scoped_cov(l, preserve_name(l, m, path, cov), cov);
 }
 
 int ovs_preserve_name(struct ovs_layer *l, struct ovs_hlmap *m,
@@ -1160,10 +1164,7 @@ int ovs_preserve_unlink(struct ovs_layer *l, struct ovs_hlmap *m,
 			ovs_upper_dir_release(to);	/* only a 1 hands it over */
 		return rc;
 	}
-	rc = scoped(l, rc);
-	if (rc)
-		*cov = 0;
-	return rc;
+	return scoped_cov(l, rc, cov);
 }
 
 int ovs_move_to_upper(struct ovs_layer *l, const struct ovs_relpath *path,
