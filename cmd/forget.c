@@ -7,7 +7,10 @@
  * Crash-safe: the store records the intent "forget" before the first
  * removal (every other command refuses the volume from then on) and the
  * index entry goes last, so running forget again finishes what a killed
- * one left (lib/volume.c says which states it recognises).
+ * one left (lib/volume.c says which states it recognises).  A marker in
+ * the state directory, from before the first removal until after the
+ * index entry, tells a folder a forget removed from one that cannot be
+ * reached: the second is refused without --force.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,7 +33,7 @@ static struct poptOption forget_options[] = {
 	{ "yes", 'y', POPT_ARG_NONE, &opt_yes, 0,
 	  "do not ask for a confirmation (needed when not on a terminal)", NULL },
 	{ "force", 'f', POPT_ARG_NONE, &opt_force, 0,
-	  "delete held snapshots too", NULL },
+	  "delete held snapshots too; forget a volume whose store cannot be found", NULL },
 	{ "wait", 'w', POPT_ARG_NONE, &opt_wait, 0,
 	  "wait for another command on the volume instead of failing", NULL },
 	OVS_POPT_AUTOHELP
@@ -47,15 +50,20 @@ static void step(void)
 		kill(getpid(), SIGKILL);
 }
 
-/* EXIT_OK once the user said yes on a terminal (or --yes). */
-static int confirm(const char *src, size_t nsnaps, const char *store)
+/* EXIT_OK once the user said yes on a terminal (or --yes); missing: the
+ * store cannot be found, only the index entry goes. */
+static int confirm(const char *src, size_t nsnaps, const char *store, bool missing)
 {
 	char line[64];
 
 	if (opt_yes)
 		return EXIT_OK;
-	fprintf(stderr, "Forget %s: deactivate it and delete its %zu snapshot%s and store %s? [y/N] ",
-		src, nsnaps, nsnaps == 1 ? "" : "s", store);
+	if (missing)
+		fprintf(stderr, "Forget %s: its store %s cannot be found; remove the volume "
+			"from the index? [y/N] ", src, store);
+	else
+		fprintf(stderr, "Forget %s: deactivate it and delete its %zu snapshot%s and "
+			"store %s? [y/N] ", src, nsnaps, nsnaps == 1 ? "" : "s", store);
 	fflush(stderr);
 	if (!fgets(line, sizeof(line), stdin) ||
 	    (strcmp(line, "y\n") != 0 && strcmp(line, "yes\n") != 0)) {
@@ -105,20 +113,47 @@ static int check_no_holds(const char *src, struct ovs_volume *v)
 }
 
 /*
+ * The store folder is gone and the index entry left: a forget removed
+ * the folder and was killed before the entry (its marker says so), or
+ * the store cannot be reached now (on a filesystem that is not mounted,
+ * a disk unplugged).  The second is refused without --force: its
+ * snapshots, holds among them, are still there and would be left behind
+ * unseen, a volume that take finds but list no longer shows.
+ */
+static int folder_gone(const char *src, struct ovs_volume *v, bool *resumed, bool *missing)
+{
+	int rc = ovs_volume_forget_marked(v);
+
+	if (rc < 0) {
+		ovs_error_lib(rc, "forget %s", src);
+		return EXIT_FAIL;
+	}
+	*resumed = rc == 1;
+	*missing = rc == 0;
+	if (*missing && !opt_force) {
+		ovs_error("forget %s: its store %s cannot be found, and no forget of it was under "
+			  "way (is the filesystem that holds it mounted?); give --force to forget "
+			  "the volume without it", src, ovs_volume_store(v));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+/*
  * Lock v and tell whether it is being forgotten already.  A volume that
  * is not gets its interrupted merge or drop finished first, as every
  * command does; one that is may have lost its registry on the way.
+ * *missing: the store cannot be found (folder_gone).
  */
-static int lock_volume(const char *src, struct ovs_volume *v, bool *resumed, bool *loaded)
+static int lock_volume(const char *src, struct ovs_volume *v, bool *resumed, bool *loaded,
+		       bool *missing)
 {
 	char text[256];
 	int rc;
 
-	*resumed = *loaded = false;
-	if (ovs_volume_dirfd(v) < 0) {
-		*resumed = true;	/* only the index entry is left */
-		return EXIT_OK;
-	}
+	*resumed = *loaded = *missing = false;
+	if (ovs_volume_dirfd(v) < 0)
+		return folder_gone(src, v, resumed, missing);
 	rc = ovs_volume_lock(v, opt_wait, "forget");
 	if (rc == 0)
 		rc = ovs_intent_read(v, text, sizeof(text));
@@ -184,7 +219,7 @@ static char *forget_source(const char *arg)
 static int forget_one(const char *arg)
 {
 	struct ovs_volume *v = NULL;
-	bool resumed, loaded;
+	bool resumed, loaded, missing;
 	size_t nsnaps;
 	char *src;
 	int rc, status;
@@ -206,7 +241,7 @@ static int forget_one(const char *arg)
 		free(src);
 		return EXIT_FAIL;
 	}
-	status = lock_volume(src, v, &resumed, &loaded);
+	status = lock_volume(src, v, &resumed, &loaded, &missing);
 	if (status != EXIT_OK)
 		goto out;
 	status = check_no_views(src, v);
@@ -216,7 +251,7 @@ static int forget_one(const char *arg)
 		status = check_no_holds(src, v);
 	nsnaps = loaded ? ovs_snapshot_count(v) : 0;
 	if (status == EXIT_OK)
-		status = confirm(src, nsnaps, ovs_volume_store(v));
+		status = confirm(src, nsnaps, ovs_volume_store(v), missing);
 	if (status != EXIT_OK)
 		goto out;
 	if (resumed && !ovs_opt_quiet)
@@ -236,7 +271,10 @@ static int forget_one(const char *arg)
 		}
 	}
 	status = EXIT_FAIL;
-	rc = ovs_volume_forget_layers(v, step);
+	/* From here a re-run finishes, also once the folder is gone. */
+	rc = ovs_volume_forget_mark(v);
+	if (rc == 0)
+		rc = ovs_volume_forget_layers(v, step);
 	if (rc == 0)
 		rc = ovs_volume_forget_store(v);
 	if (rc < 0) {
@@ -257,9 +295,23 @@ static int forget_one(const char *arg)
 		ovs_error_lib(rc, "forget %s", src);
 		goto out;
 	}
-	ovs_log(v, "forget snapshots=%zu store=%s", nsnaps, ovs_volume_store(v));
-	if (!ovs_opt_quiet)
-		printf("forgot %s (%zu snapshot%s)\n", src, nsnaps, nsnaps == 1 ? "" : "s");
+	/* Forgotten.  A marker left behind (a kill here, or this failing)
+	 * names a store no volume has any more: a new volume of SRC
+	 * removes it before it is indexed. */
+	if (ovs_volume_forget_unmark(v) < 0)
+		fprintf(stderr, "%s: forget %s: warning: %s\n", ovs_progname, src,
+			ovs_last_error());
+	if (missing) {
+		ovs_log(v, "forget store=%s (not found: nothing deleted)", ovs_volume_store(v));
+		if (!ovs_opt_quiet)
+			printf("forgot %s (store %s not found: nothing deleted)\n", src,
+			       ovs_volume_store(v));
+	} else {
+		ovs_log(v, "forget snapshots=%zu store=%s", nsnaps, ovs_volume_store(v));
+		if (!ovs_opt_quiet)
+			printf("forgot %s (%zu snapshot%s)\n", src, nsnaps,
+			       nsnaps == 1 ? "" : "s");
+	}
 	status = EXIT_OK;
 out:
 	ovs_volume_unlock(v);

@@ -124,6 +124,13 @@ int ovs_volume_open_remains(const char *src, struct ovs_volume **out);
 int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void));
 int ovs_volume_forget_store(struct ovs_volume *v);
 int ovs_volume_unindex(struct ovs_volume *v);
+/* The marker of a forget under way (lib/volume.c): mark before the forget
+ * removes anything, unmark after its unindex; marked: 1 when the marker
+ * names v's store folder, 0 when there is none (or it names another),
+ * -errno. */
+int ovs_volume_forget_mark(const struct ovs_volume *v);
+int ovs_volume_forget_marked(const struct ovs_volume *v);
+int ovs_volume_forget_unmark(const struct ovs_volume *v);
 /*
  * Syslog (LOG_DAEMON) what changed volume v, as "volume=SRC " + fmt
  * (lib/log.c).  The ident is "ovsnap" unless ovs_log_open() named

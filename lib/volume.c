@@ -20,6 +20,9 @@
 #include "ovsnap-private.h"
 
 #define INDEX_DIR "volumes"
+/* Volumes whose forget is under way: an entry named as in the index,
+ * pointing at the store folder being removed (ovs_volume_forget_mark). */
+#define FORGET_DIR "forgetting"
 #define PROBE_XATTR "trusted.ovsnap.probe"
 
 /* ---- objects -------------------------------------------------------------- */
@@ -241,12 +244,13 @@ static int mkdir_with_parents(const char *path, mode_t mode)
 }
 
 /*
- * The directory of the index, after checking it and the state directory
- * (and all above) as a store is checked: an index entry names the store
- * whose layers the root daemon writes to.  With create, missing ones are
- * made; without, -ENOENT when there is no index yet.
+ * The directory sub of the state directory (the index, or the forgets
+ * under way), after checking it and the state directory (and all above)
+ * as a store is checked: an index entry names the store whose layers the
+ * root daemon writes to.  With create, missing ones are made; without,
+ * -ENOENT when there is none yet.
  */
-static int index_open(bool create)
+static int state_subdir_open(const char *sub, bool create)
 {
 	char dir[PATH_MAX + 32];
 	int sfd, dfd, rc;
@@ -260,26 +264,32 @@ static int index_open(bool create)
 	sfd = ovs_safe_dir_open(ovs_state_dir(), dir, 0);
 	if (sfd < 0)
 		return sfd;
-	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
-	if (create && mkdirat(sfd, INDEX_DIR, 0755) < 0 && errno != EEXIST) {
+	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), sub);
+	if (create && mkdirat(sfd, sub, 0755) < 0 && errno != EEXIST) {
 		rc = ovs_err(errno, "cannot create %s: %m", dir);
 		close(sfd);
 		return rc;
 	}
-	snprintf(dir, sizeof(dir), "state directory %s/%s", ovs_state_dir(), INDEX_DIR);
-	dfd = ovs_safe_dir_at(sfd, INDEX_DIR, dir);
+	snprintf(dir, sizeof(dir), "state directory %s/%s", ovs_state_dir(), sub);
+	dfd = ovs_safe_dir_at(sfd, sub, dir);
 	close(sfd);
 	return dfd;
 }
 
-/* Point the index entry at the store folder, atomically (symlink + rename). */
-static int index_add(const char *esc, const char *folder)
+static int index_open(bool create)
+{
+	return state_subdir_open(INDEX_DIR, create);
+}
+
+/* Point the entry esc of the state directory sub at the store folder,
+ * atomically (symlink + rename). */
+static int state_link_add(const char *sub, const char *esc, const char *folder)
 {
 	char dir[PATH_MAX], tmp[NAME_MAX + 1];
 	int dfd, rc = 0;
 
-	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), INDEX_DIR);
-	dfd = index_open(true);
+	snprintf(dir, sizeof(dir), "%s/%s", ovs_state_dir(), sub);
+	dfd = state_subdir_open(sub, true);
 	if (dfd < 0)
 		return dfd;
 	snprintf(tmp, sizeof(tmp), ".new.%d", (int)getpid());
@@ -291,6 +301,32 @@ static int index_add(const char *esc, const char *folder)
 		unlinkat(dfd, tmp, 0);
 	} else if (fsync(dfd) < 0) {
 		rc = ovs_err(errno, "fsync %s: %m", dir);
+	}
+	close(dfd);
+	return rc;
+}
+
+static int index_add(const char *esc, const char *folder)
+{
+	return state_link_add(INDEX_DIR, esc, folder);
+}
+
+/* Remove the forget marker named esc (ovs_volume_forget_mark), if any. */
+static int forget_unmark_esc(const char *esc)
+{
+	int dfd, rc = 0;
+
+	dfd = state_subdir_open(FORGET_DIR, false);
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0)
+		return dfd;
+	if (unlinkat(dfd, esc, 0) == 0) {
+		if (fsync(dfd) < 0)
+			rc = ovs_err(errno, "fsync %s/%s: %m", ovs_state_dir(), FORGET_DIR);
+	} else if (errno != ENOENT) {
+		rc = ovs_err(errno, "cannot remove %s/%s/%s: %m", ovs_state_dir(), FORGET_DIR,
+			     esc);
 	}
 	close(dfd);
 	return rc;
@@ -622,7 +658,11 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		}
 		free(parent);
 	}
-	rc = index_add(c.esc, folder);
+	/* First, a marker that a forget killed just after its unindex
+	 * left: this is another volume, and no forget of it is under way. */
+	rc = forget_unmark_esc(c.esc);
+	if (rc == 0)
+		rc = index_add(c.esc, folder);
 	if (rc < 0) {
 		/* Unindexed, the volume would work for take but never show in
 		 * list nor come back at boot: undo the folder too. */
@@ -1130,23 +1170,43 @@ int ovs_volume_forget_store(struct ovs_volume *v)
 	return rc;
 }
 
+/*
+ * Read the entry of v in the state directory sub into target (PATH_MAX):
+ * 1, or 0 when there is none (nor the directory), or -errno.  *dfd: the
+ * directory, left open for the caller when it is there (else -1).
+ */
+static int state_link_read(const struct ovs_volume *v, const char *sub, char *esc,
+			   char *target, int *dfd)
+{
+	ssize_t n;
+	int rc;
+
+	*dfd = -1;
+	rc = ovs_path_escape(v->source, esc, NAME_MAX + 1);
+	if (rc < 0)
+		return rc;
+	rc = state_subdir_open(sub, false);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	*dfd = rc;
+	n = readlinkat(*dfd, esc, target, PATH_MAX - 1);
+	if (n < 0)
+		return errno == ENOENT ? 0 : ovs_err(errno, "cannot read %s/%s/%s: %m",
+						     ovs_state_dir(), sub, esc);
+	target[n] = '\0';
+	return 1;
+}
+
 int ovs_volume_unindex(struct ovs_volume *v)
 {
 	char esc[NAME_MAX + 1], target[PATH_MAX];
-	ssize_t n;
 	int dfd, rc;
 
-	rc = ovs_path_escape(v->source, esc, sizeof(esc));
-	if (rc < 0)
-		return rc;
-	dfd = index_open(false);
-	if (dfd == -ENOENT)
-		return 0;
-	if (dfd < 0)
-		return dfd;
-	n = readlinkat(dfd, esc, target, sizeof(target) - 1);
-	if (n >= 0) {
-		target[n] = '\0';
+	rc = state_link_read(v, INDEX_DIR, esc, target, &dfd);
+	if (rc == 1) {
+		rc = 0;
 		if (strcmp(target, v->store) != 0)
 			rc = ovs_err(EBUSY, "the index names another store for %s (%s): not removed",
 				     v->source, target);
@@ -1154,9 +1214,43 @@ int ovs_volume_unindex(struct ovs_volume *v)
 			rc = ovs_err(errno, "cannot remove the index entry of %s: %m", v->source);
 		else if (fsync(dfd) < 0)
 			rc = ovs_err(errno, "fsync %s/%s: %m", ovs_state_dir(), INDEX_DIR);
-	} else if (errno != ENOENT) {
-		rc = ovs_err(errno, "cannot read the index entry of %s: %m", v->source);
 	}
-	close(dfd);
+	if (dfd >= 0)
+		close(dfd);
 	return rc;
+}
+
+/*
+ * The forget marker: an entry of the state directory, named as the
+ * volume's index entry and pointing at its store folder, from before a
+ * forget removes anything until its index entry is gone.  It tells a
+ * store folder that a forget removed from one that cannot be reached (on
+ * a filesystem not mounted, or a --store directory gone): only the first
+ * is a forget to finish.
+ */
+int ovs_volume_forget_mark(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1];
+	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
+
+	return rc < 0 ? rc : state_link_add(FORGET_DIR, esc, v->store);
+}
+
+int ovs_volume_forget_marked(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1], target[PATH_MAX];
+	int dfd, rc;
+
+	rc = state_link_read(v, FORGET_DIR, esc, target, &dfd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc == 1 ? strcmp(target, v->store) == 0 : rc;
+}
+
+int ovs_volume_forget_unmark(const struct ovs_volume *v)
+{
+	char esc[NAME_MAX + 1];
+	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
+
+	return rc < 0 ? rc : forget_unmark_esc(esc);
 }

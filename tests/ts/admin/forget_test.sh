@@ -20,9 +20,9 @@ assert_forgotten() {
 	assertEquals "$what: no ovsnap.conf(5) file left" "" "$(ls -A "$OVSNAP_CONF_DIR" 2>/dev/null)"
 }
 
-test_forget_leaves_no_store_registry_mount() {
-	local src
-
+# src=$OVS_MNT/src on a new XFS image: snapshot 1 (f "one") and the
+# held snapshot "kept" (f "two"); f is "three" now.
+held_volume() {
 	ovs_mkfs xfs || return
 	src=$OVS_MNT/src
 	mkdir "$src"
@@ -35,6 +35,12 @@ test_forget_leaves_no_store_registry_mount() {
 	echo three >"$src/f"
 	ovs_run "$OVSNAP" hold "$src" kept
 	assertEquals "hold: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+test_forget_leaves_no_store_registry_mount() {
+	local src
+
+	held_volume || return
 
 	# Not on a terminal: --yes is needed, and nothing changes.
 	ovs_run "$OVSNAP" forget "$src"
@@ -85,6 +91,78 @@ test_forget_a_deleted_source() {
 	ovs_run "$OVSNAP" forget --yes "$src"
 	assertEquals "forget again: exit" 1 "$OVS_RC"
 	assertContains "forget again: not a volume: $OVS_ERR" "$OVS_ERR" "not a volume"
+}
+
+# The filesystem that holds SRC and its store not mounted (a disk not
+# plugged in): forget is refused, since the snapshots (one held) are
+# still there; with --force only the index entry goes, and says so.  A
+# forget killed after removing the store folder is still finished without
+# --force: its marker in the state directory tells the two apart.
+test_forget_of_a_store_that_cannot_be_found() {
+	local src
+
+	held_volume || return
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run umount "$OVS_MNT"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+
+	ovs_run "$OVSNAP" forget --yes "$src"
+	assertEquals "forget, store not mounted: exit" 1 "$OVS_RC"
+	assertContains "forget, store not mounted: says why: $OVS_ERR" "$OVS_ERR" \
+		"cannot be found, and no forget of it was under way"
+	assertContains "forget, store not mounted: says what to do: $OVS_ERR" "$OVS_ERR" "--force"
+	assertNotContains "forget, store not mounted: no claim of an interrupted forget" \
+		"$OVS_ERR" "interrupted"
+	assertEquals "forget, store not mounted: one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	ovs_run "$OVSNAP" list
+	assertContains "still listed: $(ovs_ran)" "$OVS_OUT" "$src"
+
+	mount "$OVS_DEV" "$OVS_MNT" || { fail "remount"; return; }
+	ovs_run "$OVSNAP" list
+	assertContains "listed again, 2 snapshots: $(ovs_ran)" "$OVS_OUT" "off"
+	ovs_run "$OVSNAP" activate "$src"
+	assertEquals "activate after the refusal: $(ovs_ran)" 0 "$OVS_RC"
+	mkdir -p "$OVS_TMP/view"
+	ovs_run "$OVSNAP" mount "$src" kept "$OVS_TMP/view"
+	assertEquals "mount of the held snapshot: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "the held snapshot is whole" "two" "$(cat "$OVS_TMP/view/f")"
+	ovs_run "$OVSNAP" umount "$OVS_TMP/view"
+	assertEquals "umount of the view: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate again: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run umount "$OVS_MNT"
+	assertEquals "umount again: $(ovs_ran)" 0 "$OVS_RC"
+
+	ovs_run "$OVSNAP" forget --yes --force "$src"
+	assertEquals "forget --force, store not mounted: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "forget --force: says nothing was deleted: $OVS_OUT" "$OVS_OUT" \
+		"not found: nothing deleted"
+	ovs_run "$OVSNAP" list
+	assertNotContains "not listed after forget --force: $(ovs_ran)" "$OVS_OUT" "$src"
+	assertEquals "no marker left" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
+	mount "$OVS_DEV" "$OVS_MNT" || { fail "remount 2"; return; }
+	assertTrue "the store and its snapshots stay on the disk" \
+		"[ -d '$OVS_MNT/.ovsnap' ] && [ \$(ls '$OVS_MNT'/.ovsnap/*/layers | wc -l) = 2 ]"
+	# Found through the default store, it can be forgotten now.
+	ovs_run "$OVSNAP" forget --yes --force "$src"
+	assertEquals "forget of the store found again: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "forget of the store found again: 2 snapshots" "$OVS_OUT" "(2 snapshots)"
+	assert_forgotten "forget of the store found again" "$src"
+
+	# A forget killed after removing the folder (step 4 for one snapshot:
+	# the intent, the layer, the other files, the folder), the filesystem
+	# mounted: finished without --force.
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take 3: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER=4 "$OVSNAP" forget --yes "$src"
+	assertEquals "forget killed after the folder: $(ovs_ran)" 137 "$OVS_RC"
+	assertNotEquals "its marker is there" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
+	ovs_run "$OVSNAP" forget --yes "$src"
+	assertEquals "forget finishes without --force: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "says it finishes: $OVS_ERR" "$OVS_ERR" "interrupted forget"
+	assert_forgotten "after the killed forget" "$src"
+	assertEquals "no marker left after it" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
 }
 
 test_forget_refused_with_a_view_mounted() {
