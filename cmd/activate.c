@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "ovsnap-private.h"
 
 static int opt_force, opt_all, opt_lazy, opt_wait;
 
@@ -70,7 +71,14 @@ static int activate_one(const char *src)
 	return status;
 }
 
-/* At boot: every volume that was active when the machine went down. */
+/*
+ * At boot: every volume that was active when the machine went down.  A
+ * volume whose store cannot be read (its filesystem not mounted yet, a
+ * registry that fsck must see to) may have been one: whether it was is
+ * in that store.  It is named and the exit status says so, rather than
+ * skipped as if it had been deactivated, which would leave SRC
+ * unprotected with the boot unit reporting success.
+ */
 static int activate_all(void)
 {
 	struct ovs_volume **vols;
@@ -83,6 +91,17 @@ static int activate_all(void)
 		return EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++) {
+		const char *problem = ovs_volume_problem(vols[i]);
+
+		if (problem) {
+			ovs_error("activate --all: %s: %s: not activated (%s)",
+				  ovs_volume_source(vols[i]), problem,
+				  strcmp(problem, "store missing") == 0 ?
+				  "is the filesystem that holds its store mounted?" :
+				  "see 'ovsnap fsck'");
+			status = EXIT_FAIL;
+			continue;
+		}
 		if (!ovs_volume_active(vols[i]))
 			continue;
 		if (activate_one(ovs_volume_source(vols[i])) != EXIT_OK)

@@ -166,4 +166,77 @@ time.sleep(2)' "$OVS_MNT" &
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# What a shutdown does to an active volume: its daemon gets SIGTERM and
+# ends, the volume stays registered as active, the system's unmounting
+# takes the dead mount away.
+shut_down() {
+	local pid
+
+	for pid in $(daemons_of "$1"); do
+		kill -TERM "$pid"
+		ovs_wait_until 20 "! kill -0 $pid 2>/dev/null" || fail "$1: daemon $pid did not end"
+	done
+	umount -l "$1" || fail "$1: no dead mount to unmount"
+}
+
+mount_type() {
+	findmnt -n -o FSTYPE --mountpoint "$1" 2>/dev/null | tail -1
+}
+
+# The boot path, ovsnap activate --all (ovsnap-activate.service): it
+# starts every volume that was active when the machine went down, not one
+# deactivated on purpose, and it names a volume whose store cannot be
+# read (its filesystem not mounted yet) and fails, rather than skip it as
+# if it were off: the unit must not report success with SRC unprotected.
+test_activate_all_at_boot() {
+	local a b c fs1 dev2 mnt2
+
+	ovs_mkfs xfs || return
+	fs1=$OVS_MNT
+	a=$fs1/a
+	b=$fs1/b
+	mkdir "$a" "$b"
+	echo one >"$a/f"
+	ovs_mkfs xfs || return
+	dev2=$OVS_DEV
+	mnt2=$OVS_MNT
+	c=$mnt2/c
+	mkdir "$c"
+	for v in "$a" "$b" "$c"; do
+		ovs_run "$OVSNAP" take "$v"
+		assertEquals "take $v: $(ovs_ran)" 0 "$OVS_RC"
+	done
+	ovs_run "$OVSNAP" deactivate "$b"
+	assertEquals "deactivate b: $(ovs_ran)" 0 "$OVS_RC"
+	shut_down "$a"
+	shut_down "$c"
+	ovs_run umount "$mnt2"
+	assertEquals "umount c's filesystem: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "a: no mount before activate --all" "" "$(mount_type "$a")"
+
+	ovs_run "$OVSNAP" activate --all
+	assertEquals "activate --all, c's store not mounted: exit: $(ovs_ran)" 1 "$OVS_RC"
+	assertContains "names c and why: $OVS_ERR" "$OVS_ERR" "$c: store missing: not activated"
+	assertContains "says what to check: $OVS_ERR" "$OVS_ERR" "is the filesystem"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertEquals "a is active again" "fuse.ovsnap" "$(mount_type "$a")"
+	assertEquals "b, deactivated, stays off" "" "$(mount_type "$b")"
+	echo changed >"$a/f" || fail "write through a's new mount"
+	assertEquals "a's change is preserved first" "one" \
+		"$(cat "$(ovs_snapshot_layers "$a" | awk '$1 == 1 { print $2 }')/f")"
+
+	ovs_run mount "$dev2" "$mnt2"
+	assertEquals "mount c's filesystem again: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" activate --all
+	assertEquals "activate --all, all stores there: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "nothing said" "" "$OVS_ERR"
+	assertEquals "c is active" "fuse.ovsnap" "$(mount_type "$c")"
+	assertEquals "a still has one mount" 1 "$(findmnt -n --mountpoint "$a" | wc -l)"
+	assertEquals "b still off" "" "$(mount_type "$b")"
+	for v in "$a" "$c"; do
+		ovs_run "$OVSNAP" deactivate "$v"
+		assertEquals "deactivate $v: $(ovs_ran)" 0 "$OVS_RC"
+	done
+}
+
 . "$SHUNIT2"
