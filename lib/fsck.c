@@ -1697,9 +1697,10 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 	}
 	if (ovs_volume_dirfd(ck.v) < 0) {
 		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
-			"the store of the volume is missing: every snapshot is lost; "
-			"'ovsnap take' cannot reuse it, remove the volume's index entry "
-			"in %s by hand", ovs_state_dir());
+			"the store of the volume cannot be found: if the filesystem that "
+			"holds it is not mounted, mount it; if it is gone, so are the "
+			"snapshots, and 'ovsnap forget --force %s' retires the volume",
+			ovs_volume_source(ck.v));
 		ovs_volume_unref(ck.v);
 		return 0;
 	}

@@ -849,7 +849,8 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 			rc = ovs_err(EACCES, "store %s: %s (not readable by this user)",
 				     folder, strerror(EACCES));
 		else if (rc == -ENOENT)
-			rc = ovs_err(ENOENT, "store %s is missing: %s", folder, strerror(ENOENT));
+			rc = ovs_err(ENOMEDIUM, "store %s is missing (is the filesystem that "
+				     "holds it mounted?)", folder);
 		ovs_volume_unref(v);
 		return rc;
 	}

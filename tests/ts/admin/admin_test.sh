@@ -118,6 +118,57 @@ test_relative_store() {
 	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
 }
 
+# A store on a filesystem of its own (take --store) that is not mounted,
+# SRC still there: every command says the store is missing and asks
+# whether its filesystem is mounted, not that SRC is no volume (take did
+# not even say that: it pointed at SRC as a broken volume to take
+# instead); fsck does not tell the admin the snapshots are lost.  Mounted
+# again, the volume is whole.
+test_store_not_mounted_is_not_no_volume() {
+	local src store_mnt store_dev cmd
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/data
+	mkdir "$src"
+	echo one >"$src/f"
+	ovs_mkfs xfs || return
+	store_mnt=$OVS_MNT
+	store_dev=$OVS_DEV
+	ovs_run "$OVSNAP" take --store "$store_mnt/st" "$src"
+	assertEquals "take --store: $(ovs_ran)" 0 "$OVS_RC"
+	echo two >"$src/f"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run umount "$store_mnt"
+	assertEquals "umount the store's filesystem: $(ovs_ran)" 0 "$OVS_RC"
+
+	for cmd in take activate deactivate list diff hold drop; do
+		case $cmd in
+		diff | hold | drop) ovs_run "$OVSNAP" "$cmd" "$src" 1 ;;
+		*) ovs_run "$OVSNAP" "$cmd" "$src" ;;
+		esac
+		assertEquals "$cmd: exit" 1 "$OVS_RC"
+		assertEquals "$cmd: says the store is missing: $OVS_ERR" \
+			"ovsnap: $cmd $src: store $store_mnt/st/$(ls "$OVSNAP_STATE_DIR/volumes") is missing (is the filesystem that holds it mounted?)" \
+			"$OVS_ERR"
+	done
+	ovs_run "$OVSNAP" status "$src"
+	assertContains "status: shows the problem: $(ovs_ran)" "$OVS_OUT" "store missing"
+	ovs_run "$OVSNAP" fsck -n "$src"
+	assertEquals "fsck -n: exit" 4 "$OVS_RC"
+	assertContains "fsck -n: what to do: $OVS_OUT" "$OVS_OUT" "if the filesystem that holds it is not mounted, mount it"
+	assertNotContains "fsck -n: not 'every snapshot is lost'" "$OVS_OUT" "every snapshot is lost"
+
+	ovs_run mount "$store_dev" "$store_mnt"
+	assertEquals "mount the store's filesystem again: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" activate "$src"
+	assertEquals "activate: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" fsck -n "$src"
+	assertEquals "fsck -n, store back: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" deactivate "$src"
+	assertEquals "deactivate at the end: $(ovs_ran)" 0 "$OVS_RC"
+}
+
 # Item 21: a user who cannot read the store is told so, not that the store
 # is missing or that SRC is no volume.
 test_list_as_user_says_permission_denied() {
