@@ -77,7 +77,8 @@ static int activate_one(const char *src)
  * registry that fsck must see to) may have been one: whether it was is
  * in that store.  It is named and the exit status says so, rather than
  * skipped as if it had been deactivated, which would leave SRC
- * unprotected with the boot unit reporting success.
+ * unprotected with the boot unit reporting success.  One that a forget
+ * was removing is named but not a failure: the forget deactivated it.
  */
 static int activate_all(void)
 {
@@ -93,6 +94,14 @@ static int activate_all(void)
 	for (size_t i = 0; i < n; i++) {
 		const char *problem = ovs_volume_problem(vols[i]);
 
+		/* A forget deactivates before it removes anything: one that
+		 * was interrupted leaves nothing to activate. */
+		if (problem && ovs_volume_forget_marked(vols[i]) > 0) {
+			ovs_error("activate --all: %s: %s, left by an interrupted forget: not "
+				  "activated (run 'ovsnap forget %s' to finish it)",
+				  ovs_volume_source(vols[i]), problem, ovs_volume_source(vols[i]));
+			continue;
+		}
 		if (problem) {
 			ovs_error("activate --all: %s: %s: not activated (%s)",
 				  ovs_volume_source(vols[i]), problem,

@@ -8,9 +8,9 @@
  * removal (every other command refuses the volume from then on) and the
  * index entry goes last, so running forget again finishes what a killed
  * one left (lib/volume.c says which states it recognises).  A marker in
- * the state directory, from before the first removal until after the
- * index entry, tells a folder a forget removed from one that cannot be
- * reached: the second is refused without --force.
+ * the state directory, from the intent until after the index entry, tells
+ * a folder a forget removed from one that cannot be reached: the second
+ * is refused without --force.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,7 +60,7 @@ static int confirm(const char *src, size_t nsnaps, const char *store, bool missi
 		return EXIT_OK;
 	if (missing)
 		fprintf(stderr, "Forget %s: its store %s cannot be found; remove the volume "
-			"from the index? [y/N] ", src, store);
+			"from the index, and its settings? [y/N] ", src, store);
 	else
 		fprintf(stderr, "Forget %s: deactivate it and delete its %zu snapshot%s and "
 			"store %s? [y/N] ", src, nsnaps, nsnaps == 1 ? "" : "s", store);
@@ -116,9 +116,10 @@ static int check_no_holds(const char *src, struct ovs_volume *v)
  * The store folder is gone and the index entry left: a forget removed
  * the folder and was killed before the entry (its marker says so), or
  * the store cannot be reached now (on a filesystem that is not mounted,
- * a disk unplugged).  The second is refused without --force: its
- * snapshots, holds among them, are still there and would be left behind
- * unseen, a volume that take finds but list no longer shows.
+ * a disk unplugged, a --store directory gone).  The second is refused
+ * without --force: its snapshots, held ones among them, may still be
+ * there and would be left behind unseen, also where a forget had begun
+ * removing them (and was killed) before the store went out of reach.
  */
 static int folder_gone(const char *src, struct ovs_volume *v, bool *resumed, bool *missing)
 {
@@ -128,12 +129,14 @@ static int folder_gone(const char *src, struct ovs_volume *v, bool *resumed, boo
 		ovs_error_lib(rc, "forget %s", src);
 		return EXIT_FAIL;
 	}
-	*resumed = rc == 1;
-	*missing = rc == 0;
+	*resumed = rc == OVS_FORGET_REMOVED;
+	*missing = !*resumed;
 	if (*missing && !opt_force) {
-		ovs_error("forget %s: its store %s cannot be found, and no forget of it was under "
-			  "way (is the filesystem that holds it mounted?); give --force to forget "
-			  "the volume without it", src, ovs_volume_store(v));
+		ovs_error("forget %s: its store %s cannot be found, and %s (is the filesystem "
+			  "that holds it mounted?); give --force to forget the volume without it",
+			  src, ovs_volume_store(v),
+			  rc == OVS_FORGET_BEGUN ? "the forget begun earlier had not removed it" :
+			  "no forget of it was under way");
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;
@@ -271,10 +274,7 @@ static int forget_one(const char *arg)
 		}
 	}
 	status = EXIT_FAIL;
-	/* From here a re-run finishes, also once the folder is gone. */
-	rc = ovs_volume_forget_mark(v);
-	if (rc == 0)
-		rc = ovs_volume_forget_layers(v, step);
+	rc = ovs_volume_forget_layers(v, step);
 	if (rc == 0)
 		rc = ovs_volume_forget_store(v);
 	if (rc < 0) {

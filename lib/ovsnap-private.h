@@ -124,11 +124,12 @@ int ovs_volume_open_remains(const char *src, struct ovs_volume **out);
 int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void));
 int ovs_volume_forget_store(struct ovs_volume *v);
 int ovs_volume_unindex(struct ovs_volume *v);
-/* The marker of a forget under way (lib/volume.c): mark before the forget
- * removes anything, unmark after its unindex; marked: 1 when the marker
- * names v's store folder, 0 when there is none (or it names another),
+/* The marker of a forget under way (lib/volume.c): forget_layers writes
+ * it with the intent, forget_store when no layer is left; unmark after
+ * the unindex.  marked: OVS_FORGET_BEGUN or OVS_FORGET_REMOVED for a
+ * marker of v's store folder, 0 when there is none (or it names another),
  * -errno. */
-int ovs_volume_forget_mark(const struct ovs_volume *v);
+enum { OVS_FORGET_BEGUN = 1, OVS_FORGET_REMOVED = 2 };
 int ovs_volume_forget_marked(const struct ovs_volume *v);
 int ovs_volume_forget_unmark(const struct ovs_volume *v);
 /*

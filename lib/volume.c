@@ -21,8 +21,10 @@
 
 #define INDEX_DIR "volumes"
 /* Volumes whose forget is under way: an entry named as in the index,
- * pointing at the store folder being removed (ovs_volume_forget_mark). */
+ * pointing at the store folder being removed, or at FORGET_REMOVED and
+ * the folder once nothing of the snapshots is left in it (forget_mark). */
 #define FORGET_DIR "forgetting"
+#define FORGET_REMOVED "removed:"
 #define PROBE_XATTR "trusted.ovsnap.probe"
 
 /* ---- objects -------------------------------------------------------------- */
@@ -306,12 +308,7 @@ static int state_link_add(const char *sub, const char *esc, const char *folder)
 	return rc;
 }
 
-static int index_add(const char *esc, const char *folder)
-{
-	return state_link_add(INDEX_DIR, esc, folder);
-}
-
-/* Remove the forget marker named esc (ovs_volume_forget_mark), if any. */
+/* Remove the forget marker named esc (forget_mark), if any. */
 static int forget_unmark_esc(const char *esc)
 {
 	int dfd, rc = 0;
@@ -331,6 +328,20 @@ static int forget_unmark_esc(const char *esc)
 	close(dfd);
 	return rc;
 }
+
+/*
+ * Every writer of an index entry (a new volume, a store found again, fsck)
+ * first removes a forget marker of the same name: one left by a forget
+ * killed after its unindex, or of one whose store could not be found (see
+ * ovs_volume_forget_marked); no forget of this volume is under way.
+ */
+static int index_add(const char *esc, const char *folder)
+{
+	int rc = forget_unmark_esc(esc);
+
+	return rc < 0 ? rc : state_link_add(INDEX_DIR, esc, folder);
+}
+
 
 /* ---- checks of a store ----------------------------------------------------- */
 
@@ -658,11 +669,7 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 		}
 		free(parent);
 	}
-	/* First, a marker that a forget killed just after its unindex
-	 * left: this is another volume, and no forget of it is under way. */
-	rc = forget_unmark_esc(c.esc);
-	if (rc == 0)
-		rc = index_add(c.esc, folder);
+	rc = index_add(c.esc, folder);
 	if (rc < 0) {
 		/* Unindexed, the volume would work for take but never show in
 		 * list nor come back at boot: undo the folder too. */
@@ -1043,6 +1050,26 @@ out:
 	return rc;
 }
 
+/*
+ * The forget marker: an entry of the state directory, named as the
+ * volume's index entry.  It points at the store folder once the forget
+ * has recorded its intent in it, and at FORGET_REMOVED and the folder
+ * once no layer is left in it, until the index entry is gone.  It tells a
+ * store folder that a forget removed from one that cannot be reached (on
+ * a filesystem not mounted, or a --store directory gone): only the first
+ * is a forget to finish (ovs_volume_forget_marked).
+ */
+static int forget_mark(const struct ovs_volume *v, bool removed)
+{
+	char esc[NAME_MAX + 1], target[PATH_MAX + sizeof(FORGET_REMOVED)];
+	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
+
+	if (rc < 0)
+		return rc;
+	snprintf(target, sizeof(target), "%s%s", removed ? FORGET_REMOVED : "", v->store);
+	return state_link_add(FORGET_DIR, esc, target);
+}
+
 /* Whether the folder's intent is a forget (0 no, 1 yes, -errno). */
 static int forgetting(struct ovs_volume *v)
 {
@@ -1067,6 +1094,9 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
 	rc = forgetting(v);
 	if (rc == 0)
 		rc = ovs_intent_write(v, "forget");
+	/* After the intent: a marker always means a forget that began. */
+	if (rc >= 0)
+		rc = forget_mark(v, false);
 	if (rc < 0)
 		return rc;
 	if (step)
@@ -1141,6 +1171,11 @@ int ovs_volume_forget_store(struct ovs_volume *v)
 	    (faccessat(v->dirfd, OVS_REGISTRY_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
 	     forgetting(v) != 1))
 		return ovs_err(EBUSY, "%s is not a store being forgotten: not removed", v->store);
+	/* Nothing of the snapshots is left: a re-run that cannot find the
+	 * folder from here on has only the index entry to remove. */
+	rc = forget_mark(v, true);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < sizeof(last) / sizeof(last[0]); i++) {
 		if (unlinkat(v->dirfd, last[i], 0) < 0 && errno != ENOENT)
 			return ovs_err(errno, "cannot remove %s/%s: %m", v->store, last[i]);
@@ -1172,12 +1207,13 @@ int ovs_volume_forget_store(struct ovs_volume *v)
 }
 
 /*
- * Read the entry of v in the state directory sub into target (PATH_MAX):
- * 1, or 0 when there is none (nor the directory), or -errno.  *dfd: the
- * directory, left open for the caller when it is there (else -1).
+ * Read the entry of v in the state directory sub into target (of len
+ * bytes), its name into esc (NAME_MAX + 1 bytes): 1, or 0 when there is
+ * none (nor the directory), or -errno.  *dfd: the directory, left open
+ * for the caller when it is there (else -1).
  */
-static int state_link_read(const struct ovs_volume *v, const char *sub, char *esc,
-			   char *target, int *dfd)
+static int state_link_read(const struct ovs_volume *v, const char *sub,
+			   char esc[NAME_MAX + 1], char *target, size_t len, int *dfd)
 {
 	ssize_t n;
 	int rc;
@@ -1192,7 +1228,7 @@ static int state_link_read(const struct ovs_volume *v, const char *sub, char *es
 	if (rc < 0)
 		return rc;
 	*dfd = rc;
-	n = readlinkat(*dfd, esc, target, PATH_MAX - 1);
+	n = readlinkat(*dfd, esc, target, len - 1);
 	if (n < 0)
 		return errno == ENOENT ? 0 : ovs_err(errno, "cannot read %s/%s/%s: %m",
 						     ovs_state_dir(), sub, esc);
@@ -1205,7 +1241,7 @@ int ovs_volume_unindex(struct ovs_volume *v)
 	char esc[NAME_MAX + 1], target[PATH_MAX];
 	int dfd, rc;
 
-	rc = state_link_read(v, INDEX_DIR, esc, target, &dfd);
+	rc = state_link_read(v, INDEX_DIR, esc, target, sizeof(target), &dfd);
 	if (rc == 1) {
 		rc = 0;
 		if (strcmp(target, v->store) != 0)
@@ -1221,31 +1257,22 @@ int ovs_volume_unindex(struct ovs_volume *v)
 	return rc;
 }
 
-/*
- * The forget marker: an entry of the state directory, named as the
- * volume's index entry and pointing at its store folder, from before a
- * forget removes anything until its index entry is gone.  It tells a
- * store folder that a forget removed from one that cannot be reached (on
- * a filesystem not mounted, or a --store directory gone): only the first
- * is a forget to finish.
- */
-int ovs_volume_forget_mark(const struct ovs_volume *v)
-{
-	char esc[NAME_MAX + 1];
-	int rc = ovs_path_escape(v->source, esc, sizeof(esc));
-
-	return rc < 0 ? rc : state_link_add(FORGET_DIR, esc, v->store);
-}
-
 int ovs_volume_forget_marked(const struct ovs_volume *v)
 {
-	char esc[NAME_MAX + 1], target[PATH_MAX];
+	char esc[NAME_MAX + 1], target[PATH_MAX + sizeof(FORGET_REMOVED)];
+	const size_t plen = strlen(FORGET_REMOVED);
 	int dfd, rc;
 
-	rc = state_link_read(v, FORGET_DIR, esc, target, &dfd);
+	rc = state_link_read(v, FORGET_DIR, esc, target, sizeof(target), &dfd);
 	if (dfd >= 0)
 		close(dfd);
-	return rc == 1 ? strcmp(target, v->store) == 0 : rc;
+	if (rc != 1)
+		return rc;
+	if (strcmp(target, v->store) == 0)
+		return OVS_FORGET_BEGUN;
+	if (strncmp(target, FORGET_REMOVED, plen) == 0 && strcmp(target + plen, v->store) == 0)
+		return OVS_FORGET_REMOVED;
+	return 0;
 }
 
 int ovs_volume_forget_unmark(const struct ovs_volume *v)

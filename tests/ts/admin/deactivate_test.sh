@@ -189,7 +189,7 @@ mount_type() {
 # read (its filesystem not mounted yet) and fails, rather than skip it as
 # if it were off: the unit must not report success with SRC unprotected.
 test_activate_all_at_boot() {
-	local a b c fs1 dev2 mnt2
+	local a b c v fs1 dev2 mnt2
 
 	ovs_mkfs xfs || return
 	fs1=$OVS_MNT
@@ -218,7 +218,7 @@ test_activate_all_at_boot() {
 	assertEquals "activate --all, c's store not mounted: exit: $(ovs_ran)" 1 "$OVS_RC"
 	assertContains "names c and why: $OVS_ERR" "$OVS_ERR" "$c: store missing: not activated"
 	assertContains "says what to check: $OVS_ERR" "$OVS_ERR" "is the filesystem"
-	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertEquals "one line: $OVS_ERR" 1 "$(printf '%s\n' "$OVS_ERR" | grep -c .)"
 	assertEquals "a is active again" "fuse.ovsnap" "$(mount_type "$a")"
 	assertEquals "b, deactivated, stays off" "" "$(mount_type "$b")"
 	echo changed >"$a/f" || fail "write through a's new mount"

@@ -93,11 +93,21 @@ test_forget_a_deleted_source() {
 	assertContains "forget again: not a volume: $OVS_ERR" "$OVS_ERR" "not a volume"
 }
 
+# The number of lines of $1 with something on them.
+lines() {
+	printf '%s\n' "$1" | grep -c .
+}
+
+# The entries of the forget markers.
+markers() {
+	ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null
+}
+
 # The filesystem that holds SRC and its store not mounted (a disk not
 # plugged in): forget is refused, since the snapshots (one held) are
-# still there; with --force only the index entry goes, and says so.  A
-# forget killed after removing the store folder is still finished without
-# --force: its marker in the state directory tells the two apart.
+# still there, and leaves no marker; with --force only the index entry
+# goes, and says so.  Mounted again, the store is found again and
+# forgotten whole.
 test_forget_of_a_store_that_cannot_be_found() {
 	local src
 
@@ -114,13 +124,15 @@ test_forget_of_a_store_that_cannot_be_found() {
 	assertContains "forget, store not mounted: says what to do: $OVS_ERR" "$OVS_ERR" "--force"
 	assertNotContains "forget, store not mounted: no claim of an interrupted forget" \
 		"$OVS_ERR" "interrupted"
-	assertEquals "forget, store not mounted: one line" 1 "$(printf '%s\n' "$OVS_ERR" | wc -l)"
+	assertEquals "forget, store not mounted: one line" 1 "$(lines "$OVS_ERR")"
+	assertEquals "the refusal leaves no marker" "" "$(markers)"
 	ovs_run "$OVSNAP" list
 	assertContains "still listed: $(ovs_ran)" "$OVS_OUT" "$src"
 
 	mount "$OVS_DEV" "$OVS_MNT" || { fail "remount"; return; }
 	ovs_run "$OVSNAP" list
-	assertContains "listed again, 2 snapshots: $(ovs_ran)" "$OVS_OUT" "off"
+	assertEquals "listed again with its 2 snapshots: $(ovs_ran)" 2 \
+		"$(printf '%s\n' "$OVS_OUT" | awk -v s="$src" '$1 == s { print $NF }')"
 	ovs_run "$OVSNAP" activate "$src"
 	assertEquals "activate after the refusal: $(ovs_ran)" 0 "$OVS_RC"
 	mkdir -p "$OVS_TMP/view"
@@ -140,29 +152,73 @@ test_forget_of_a_store_that_cannot_be_found() {
 		"not found: nothing deleted"
 	ovs_run "$OVSNAP" list
 	assertNotContains "not listed after forget --force: $(ovs_ran)" "$OVS_OUT" "$src"
-	assertEquals "no marker left" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
+	assertEquals "forget --force leaves no marker" "" "$(markers)"
 	mount "$OVS_DEV" "$OVS_MNT" || { fail "remount 2"; return; }
-	assertTrue "the store and its snapshots stay on the disk" \
-		"[ -d '$OVS_MNT/.ovsnap' ] && [ \$(ls '$OVS_MNT'/.ovsnap/*/layers | wc -l) = 2 ]"
-	# Found through the default store, it can be forgotten now.
+	assertEquals "the store and its snapshots stay on the disk" 2 \
+		"$(ls "$OVS_MNT"/.ovsnap/*/layers 2>/dev/null | wc -l)"
+	# A marker a forget of an older ovsnap, or a kill, could have left:
+	# writing the index entry again (fsck -p) removes it.
+	mkdir -p "$OVSNAP_STATE_DIR/forgetting"
+	ln -s "removed:$(echo "$OVS_MNT"/.ovsnap/*)" \
+		"$OVSNAP_STATE_DIR/forgetting/$(basename "$(echo "$OVS_MNT"/.ovsnap/*)")"
+	ovs_run "$OVSNAP" fsck -p "$src"
+	assertContains "fsck -p indexes the store found again: $(ovs_ran)" "$OVS_OUT" \
+		"added to the index"
+	assertEquals "and removes the stale marker" "" "$(markers)"
 	ovs_run "$OVSNAP" forget --yes --force "$src"
 	assertEquals "forget of the store found again: $(ovs_ran)" 0 "$OVS_RC"
 	assertContains "forget of the store found again: 2 snapshots" "$OVS_OUT" "(2 snapshots)"
 	assert_forgotten "forget of the store found again" "$src"
+}
 
-	# A forget killed after removing the folder (step 4 for one snapshot:
-	# the intent, the layer, the other files, the folder), the filesystem
-	# mounted: finished without --force.
+# A forget killed after the store folder went (step 4 for one snapshot:
+# the intent, the layer, the other files, the folder) is finished
+# without --force, and activate --all does not fail on it; one killed
+# after the intent (step 1), whose store then cannot be found, is refused
+# without --force: its layer is still there.
+test_forget_killed_then_store_out_of_reach() {
+	local src
+
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
 	ovs_run "$OVSNAP" take "$src"
-	assertEquals "take 3: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER=4 "$OVSNAP" forget --yes "$src"
 	assertEquals "forget killed after the folder: $(ovs_ran)" 137 "$OVS_RC"
-	assertNotEquals "its marker is there" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
+	assertFalse "the store folder is gone" "[ -e '$OVS_MNT/.ovsnap' ]"
+	assertEquals "its marker says it is" "removed:" "$(readlink \
+		"$OVSNAP_STATE_DIR/forgetting/$(markers)" | cut -c1-8)"
+	# The boot path names it, but it is no failure: the forget had
+	# switched it off.
+	ovs_run "$OVSNAP" activate --all
+	assertEquals "activate --all: exit: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "activate --all: says to finish the forget: $OVS_ERR" "$OVS_ERR" \
+		"left by an interrupted forget: not activated (run 'ovsnap forget $src'"
 	ovs_run "$OVSNAP" forget --yes "$src"
 	assertEquals "forget finishes without --force: $(ovs_ran)" 0 "$OVS_RC"
 	assertContains "says it finishes: $OVS_ERR" "$OVS_ERR" "interrupted forget"
 	assert_forgotten "after the killed forget" "$src"
-	assertEquals "no marker left after it" "" "$(ls -A "$OVSNAP_STATE_DIR/forgetting" 2>/dev/null)"
+	assertEquals "no marker left after it" "" "$(markers)"
+
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take 2: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER=1 "$OVSNAP" forget --yes "$src"
+	assertEquals "forget killed after the intent: $(ovs_ran)" 137 "$OVS_RC"
+	assertNotEquals "a marker of a forget begun" "" "$(markers)"
+	ovs_run umount "$OVS_MNT"
+	assertEquals "umount: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" forget --yes "$src"
+	assertEquals "forget begun, store out of reach: exit" 1 "$OVS_RC"
+	assertContains "says the forget had not removed it: $OVS_ERR" "$OVS_ERR" \
+		"the forget begun earlier had not removed it"
+	assertEquals "one line" 1 "$(lines "$OVS_ERR")"
+	mount "$OVS_DEV" "$OVS_MNT" || { fail "remount"; return; }
+	ovs_run "$OVSNAP" forget --yes "$src"
+	assertEquals "forget, store back: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "finishes what it began: $OVS_ERR" "$OVS_ERR" "interrupted forget"
+	assert_forgotten "after the forget finished" "$src"
+	assertEquals "no marker left at the end" "" "$(markers)"
 }
 
 test_forget_refused_with_a_view_mounted() {
