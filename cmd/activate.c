@@ -93,13 +93,18 @@ static int activate_all(void)
 	}
 	for (size_t i = 0; i < n; i++) {
 		const char *problem = ovs_volume_problem(vols[i]);
+		int marked;
 
 		/* A forget deactivates before it removes anything: one that
 		 * was interrupted leaves nothing to activate. */
-		if (problem && ovs_volume_forget_marked(vols[i]) > 0) {
+		marked = problem ? ovs_volume_forget_marked(vols[i]) : 0;
+		if (marked > 0) {
 			ovs_error("activate --all: %s: %s, left by an interrupted forget: not "
-				  "activated (run 'ovsnap forget %s' to finish it)",
-				  ovs_volume_source(vols[i]), problem, ovs_volume_source(vols[i]));
+				  "activated (%srun 'ovsnap forget %s' to finish it)",
+				  ovs_volume_source(vols[i]), problem,
+				  marked == OVS_FORGET_BEGUN ?
+				  "mount the filesystem that holds its store, then " : "",
+				  ovs_volume_source(vols[i]));
 			continue;
 		}
 		if (problem) {

@@ -164,7 +164,10 @@ static int lock_volume(const char *src, struct ovs_volume *v, bool *resumed, boo
 		ovs_error_lib(rc, "forget %s", src);
 		return EXIT_FAIL;
 	}
-	*resumed = strcmp(text, "forget") == 0;
+	/* A crash inside forget_store may leave the folder without its
+	 * intent and registry: the marker still says what it is. */
+	*resumed = strcmp(text, "forget") == 0 ||
+		   ovs_volume_forget_marked(v) == OVS_FORGET_REMOVED;
 	if (!*resumed && ovs_volume_problem(v)) {
 		ovs_error("forget %s: %s (see 'ovsnap fsck %s')", src, ovs_volume_problem(v), src);
 		return EXIT_FAIL;

@@ -1695,6 +1695,13 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 		ovs_volume_unref(ck.v);
 		return 0;
 	}
+	if (ovs_volume_dirfd(ck.v) < 0 && ovs_volume_forget_marked(ck.v) == OVS_FORGET_REMOVED) {
+		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
+			"an interrupted 'ovsnap forget' removed the store: run 'ovsnap forget "
+			"%s' again to finish", ovs_volume_source(ck.v));
+		ovs_volume_unref(ck.v);
+		return 0;
+	}
 	if (ovs_volume_dirfd(ck.v) < 0) {
 		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
 			"the store of the volume cannot be found: if the filesystem that "

@@ -331,9 +331,10 @@ static int forget_unmark_esc(const char *esc)
 
 /*
  * Every writer of an index entry (a new volume, a store found again, fsck)
- * first removes a forget marker of the same name: one left by a forget
- * killed after its unindex, or of one whose store could not be found (see
- * ovs_volume_forget_marked); no forget of this volume is under way.
+ * first removes a forget marker of the same name, left by a forget killed
+ * after its unindex: a marker must not outlive the forget it stands for.
+ * (Dropping one of a forget under way only makes a re-run more careful:
+ * without --force it refuses where the store cannot be found.)
  */
 static int index_add(const char *esc, const char *folder)
 {
@@ -855,6 +856,9 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 		if (rc == -EACCES)
 			rc = ovs_err(EACCES, "store %s: %s (not readable by this user)",
 				     folder, strerror(EACCES));
+		else if (rc == -ENOENT && ovs_volume_forget_marked(v) == OVS_FORGET_REMOVED)
+			rc = ovs_err(EBUSY, "an interrupted 'ovsnap forget' removed the store: "
+				     "run 'ovsnap forget %s' again to finish", v->source);
 		else if (rc == -ENOENT)
 			rc = ovs_err(ENOMEDIUM, "store %s is missing (is the filesystem that "
 				     "holds it mounted?)", folder);
@@ -862,6 +866,13 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 		return rc;
 	}
 	rc = ovs_registry_load(v);
+	/* The index names the folder: a volume, whatever its registry. */
+	if (rc == -ENOENT && ovs_volume_forget_marked(v) == OVS_FORGET_REMOVED)
+		rc = ovs_err(EBUSY, "an interrupted 'ovsnap forget' left the volume half removed: "
+			     "run 'ovsnap forget %s' again to finish", v->source);
+	else if (rc == -ENOENT)
+		rc = ovs_err(EUCLEAN, "registry %s/%s is missing (see 'ovsnap fsck %s')", folder,
+			     OVS_REGISTRY_FILE, v->source);
 	if (rc < 0) {
 		ovs_volume_unref(v);
 		return rc;
@@ -1054,7 +1065,8 @@ out:
  * The forget marker: an entry of the state directory, named as the
  * volume's index entry.  It points at the store folder once the forget
  * has recorded its intent in it, and at FORGET_REMOVED and the folder
- * once no layer is left in it, until the index entry is gone.  It tells a
+ * once only registry, intent and lock are left in it, until the index
+ * entry is gone.  It tells a
  * store folder that a forget removed from one that cannot be reached (on
  * a filesystem not mounted, or a --store directory gone): only the first
  * is a forget to finish (ovs_volume_forget_marked).
@@ -1094,8 +1106,9 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
 	rc = forgetting(v);
 	if (rc == 0)
 		rc = ovs_intent_write(v, "forget");
-	/* After the intent: a marker always means a forget that began. */
-	if (rc >= 0)
+	/* After the intent: a marker always means a forget that began (and
+	 * one that says the snapshots are gone stays so). */
+	if (rc >= 0 && (rc = ovs_volume_forget_marked(v)) >= 0 && rc != OVS_FORGET_REMOVED)
 		rc = forget_mark(v, false);
 	if (rc < 0)
 		return rc;
@@ -1151,6 +1164,11 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
 	closedir(d);
 	if (fsync(v->dirfd) < 0)
 		return ovs_err(errno, "fsync %s: %m", v->store);
+	/* Nothing of the snapshots is left: a re-run that cannot find the
+	 * folder from here on has only the index entry to remove. */
+	rc = forget_mark(v, true);
+	if (rc < 0)
+		return rc;
 	if (step)
 		step();
 	return 0;
@@ -1171,11 +1189,6 @@ int ovs_volume_forget_store(struct ovs_volume *v)
 	    (faccessat(v->dirfd, OVS_REGISTRY_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
 	     forgetting(v) != 1))
 		return ovs_err(EBUSY, "%s is not a store being forgotten: not removed", v->store);
-	/* Nothing of the snapshots is left: a re-run that cannot find the
-	 * folder from here on has only the index entry to remove. */
-	rc = forget_mark(v, true);
-	if (rc < 0)
-		return rc;
 	for (size_t i = 0; i < sizeof(last) / sizeof(last[0]); i++) {
 		if (unlinkat(v->dirfd, last[i], 0) < 0 && errno != ENOENT)
 			return ovs_err(errno, "cannot remove %s/%s: %m", v->store, last[i]);

@@ -167,6 +167,18 @@ test_store_not_mounted_is_not_no_volume() {
 	assertEquals "fsck -n, store back: $(ovs_ran)" 0 "$OVS_RC"
 	ovs_run "$OVSNAP" deactivate "$src"
 	assertEquals "deactivate at the end: $(ovs_ran)" 0 "$OVS_RC"
+
+	# A store folder without its registry is a broken volume, not none.
+	mv "$store_mnt/st/"*/registry "$OVS_TMP/registry"
+	ovs_run "$OVSNAP" activate "$src"
+	assertEquals "activate, no registry: exit" 1 "$OVS_RC"
+	assertContains "activate, no registry: says so: $OVS_ERR" "$OVS_ERR" \
+		"/registry is missing (see 'ovsnap fsck $src')"
+	ovs_run "$OVSNAP" fsck -n "$src"
+	assertNotContains "fsck -n, no registry: not 'not an ovsnap volume': $(ovs_ran)" \
+		"$OVS_ERR" "not an ovsnap volume"
+	assertEquals "fsck -n, no registry: errors found" 4 "$OVS_RC"
+	mv "$OVS_TMP/registry" "$store_mnt/st/"*/
 }
 
 # Item 21: a user who cannot read the store is told so, not that the store
