@@ -670,7 +670,8 @@ int node_relpath_dir(struct dnode *n, struct ovs_relpath *rp, struct node_dir *d
 
 void node_covered_set(struct dnode *n, uint64_t epoch, bool names)
 {
-	uint64_t want = epoch << 1 | names, was = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
+	uint64_t want = covered_word(epoch, names);
+	uint64_t was = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
 
 	while (was < want &&
 	       !__atomic_compare_exchange_n(&n->covered, &was, want, false, __ATOMIC_ACQ_REL,

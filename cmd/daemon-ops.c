@@ -391,7 +391,7 @@ static int preserve_failed(int rc, const char *what, const struct ovs_relpath *p
 
 static bool node_covered_in(struct dnode *n, uint64_t epoch)
 {
-	return __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE) >> 1 == epoch;
+	return covered_epoch(__atomic_load_n(&n->covered, __ATOMIC_ACQUIRE)) == epoch;
 }
 
 /* The epoch in whose layer every name in folder n was found covered, or 0. */
@@ -399,7 +399,7 @@ static uint64_t node_names_epoch(struct dnode *n)
 {
 	uint64_t c = __atomic_load_n(&n->covered, __ATOMIC_ACQUIRE);
 
-	return c & 1 ? c >> 1 : 0;
+	return covered_names(c) ? covered_epoch(c) : 0;
 }
 
 /* In the preserve phase: every name in the folder whose covered word
@@ -409,12 +409,12 @@ static uint64_t node_names_epoch(struct dnode *n)
  * (rule 8). */
 static bool names_covered_by(uint64_t c)
 {
-	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL) || !(c & 1))
+	if (!pres_layer || ovs_layer_sync_error(pres_layer, NULL) || !covered_names(c))
 		return false;
 #ifdef OVS_MUTANT_NAMES_COVERED_ANY_EPOCH	/* make check-mutants: a take forgotten */
 	return true;
 #else
-	return c >> 1 == pres_epoch;
+	return covered_epoch(c) == pres_epoch;
 #endif
 }
 

@@ -77,6 +77,22 @@ struct dnode {
 	unsigned char fh[];	/* the file handle's bytes */
 };
 
+/* The parts of a covered word (struct dnode's covered). */
+static inline uint64_t covered_word(uint64_t epoch, bool names)
+{
+	return epoch << 1 | names;
+}
+
+static inline uint64_t covered_epoch(uint64_t c)
+{
+	return c >> 1;
+}
+
+static inline bool covered_names(uint64_t c)
+{
+	return c & 1;
+}
+
 /* An open file or directory. */
 struct dhandle {
 	int fd;
