@@ -171,6 +171,19 @@ test_forget_of_a_store_that_cannot_be_found() {
 	assert_forgotten "forget of the store found again" "$src"
 }
 
+# A volume of one snapshot, src=$OVS_MNT/src on a new XFS image, and a
+# forget of it killed after step $1 (1 the intent, 2 the layer, 3 the
+# other files, 4 the store folder).
+forget_killed_after() {
+	ovs_mkfs xfs || return
+	src=$OVS_MNT/src
+	mkdir "$src"
+	ovs_run "$OVSNAP" take "$src"
+	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER="$1" "$OVSNAP" forget --yes "$src"
+	assertEquals "forget killed after step $1: $(ovs_ran)" 137 "$OVS_RC"
+}
+
 # A forget killed after the store folder went (step 4 for one snapshot:
 # the intent, the layer, the other files, the folder) is finished
 # without --force, and activate --all does not fail on it; one killed
@@ -179,13 +192,7 @@ test_forget_of_a_store_that_cannot_be_found() {
 test_forget_killed_then_store_out_of_reach() {
 	local src
 
-	ovs_mkfs xfs || return
-	src=$OVS_MNT/src
-	mkdir "$src"
-	ovs_run "$OVSNAP" take "$src"
-	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER=4 "$OVSNAP" forget --yes "$src"
-	assertEquals "forget killed after the folder: $(ovs_ran)" 137 "$OVS_RC"
+	forget_killed_after 4 || return
 	assertFalse "the store folder is gone" "[ -e '$OVS_MNT/.ovsnap' ]"
 	assertEquals "its marker says it is" "removed:" "$(readlink \
 		"$OVSNAP_STATE_DIR/forgetting/$(markers)" | cut -c1-8)"
@@ -242,13 +249,7 @@ test_forget_killed_then_store_out_of_reach() {
 test_forget_crashed_while_removing_the_folder() {
 	local src store
 
-	ovs_mkfs xfs || return
-	src=$OVS_MNT/src
-	mkdir "$src"
-	ovs_run "$OVSNAP" take "$src"
-	assertEquals "take: $(ovs_ran)" 0 "$OVS_RC"
-	ovs_run env OVSNAP_TEST_FORGET_KILL_AFTER=3 "$OVSNAP" forget --yes "$src"
-	assertEquals "forget killed after the other files: $(ovs_ran)" 137 "$OVS_RC"
+	forget_killed_after 3 || return
 	store=$(echo "$OVS_MNT"/.ovsnap/*)
 	assertEquals "only registry, intent and lock are left" "intent lock registry" \
 		"$(ls "$store" | tr '\n' ' ' | sed 's/ $//')"
