@@ -102,7 +102,8 @@ static int activate_all(void)
 			ovs_error("activate --all: %s: %s, left by an interrupted forget: not "
 				  "activated (%srun 'ovsnap forget %s' to finish it)",
 				  ovs_volume_source(vols[i]), problem,
-				  marked == OVS_FORGET_BEGUN ?
+				  marked == OVS_FORGET_BEGUN &&
+				  strcmp(problem, "store missing") == 0 ?
 				  "mount the filesystem that holds its store, then " : "",
 				  ovs_volume_source(vols[i]));
 			continue;

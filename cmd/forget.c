@@ -165,11 +165,16 @@ static int lock_volume(const char *src, struct ovs_volume *v, bool *resumed, boo
 		return EXIT_FAIL;
 	}
 	/* A crash inside forget_store may leave the folder without its
-	 * intent and registry: the marker still says what it is. */
+	 * intent and registry (so with a problem): the marker still says
+	 * what it is. */
 	*resumed = strcmp(text, "forget") == 0 ||
-		   ovs_volume_forget_marked(v) == OVS_FORGET_REMOVED;
+		   (ovs_volume_problem(v) && ovs_volume_forget_marked(v) == OVS_FORGET_REMOVED);
 	if (!*resumed && ovs_volume_problem(v)) {
-		ovs_error("forget %s: %s (see 'ovsnap fsck %s')", src, ovs_volume_problem(v), src);
+		if (strstr(ovs_volume_problem(v), "ovsnap fsck"))
+			ovs_error("forget %s: %s", src, ovs_volume_problem(v));
+		else
+			ovs_error("forget %s: %s (see 'ovsnap fsck %s')", src,
+				  ovs_volume_problem(v), src);
 		return EXIT_FAIL;
 	}
 	rc = ovs_registry_load(v);

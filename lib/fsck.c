@@ -1695,10 +1695,14 @@ int ovs_fsck(const char *src, const struct ovs_fsck_opts *opts, struct ovs_fsck_
 		ovs_volume_unref(ck.v);
 		return 0;
 	}
-	if (ovs_volume_dirfd(ck.v) < 0 && ovs_volume_forget_marked(ck.v) == OVS_FORGET_REMOVED) {
+	/* Its registry, or the whole folder, gone with the snapshots: what is
+	 * left is the forget's to finish, nothing to repair. */
+	if (ovs_volume_problem(ck.v) &&
+	    ovs_volume_forget_marked(ck.v) == OVS_FORGET_REMOVED) {
 		finding(&ck, OVS_FSCK_ERROR, NULL, ovs_volume_store(ck.v), "store", NULL,
-			"an interrupted 'ovsnap forget' removed the store: run 'ovsnap forget "
-			"%s' again to finish", ovs_volume_source(ck.v));
+			"an interrupted 'ovsnap forget' removed the store%s: run 'ovsnap "
+			"forget %s' again to finish", ovs_volume_dirfd(ck.v) < 0 ? "" :
+			"'s snapshots and registry", ovs_volume_source(ck.v));
 		ovs_volume_unref(ck.v);
 		return 0;
 	}

@@ -68,9 +68,11 @@ int ovs_volume_create(const char *src, const struct ovs_volume_opts *opts,
 /* Undo ovs_volume_create of a volume whose setup failed afterwards (no
  * snapshots): index entry, store folder, and the store root if empty. */
 int ovs_volume_remove_new(struct ovs_volume *v);
-/* Open an existing volume by its source path; -ENOENT if it is none,
- * -ENOMEDIUM if the index names a store folder that cannot be found (its
- * filesystem not mounted, or gone): a volume all the same. */
+/* Open an existing volume by its source path; -ENOENT if it is none.
+ * The index naming it, a volume all the same: -ENOMEDIUM if its store
+ * folder cannot be found (its filesystem not mounted, or gone), -EUCLEAN
+ * if the folder has no registry, -EBUSY if an interrupted forget removed
+ * either. */
 int ovs_volume_open(const char *src, struct ovs_volume **out);
 struct ovs_volume *ovs_volume_ref(struct ovs_volume *v);
 void ovs_volume_unref(struct ovs_volume *v);

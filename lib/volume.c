@@ -1065,8 +1065,8 @@ out:
  * The forget marker: an entry of the state directory, named as the
  * volume's index entry.  It points at the store folder once the forget
  * has recorded its intent in it, and at FORGET_REMOVED and the folder
- * once only registry, intent and lock are left in it, until the index
- * entry is gone.  It tells a
+ * once only registry, intent and lock are left in it; the forget removes
+ * it after the index entry.  It tells a
  * store folder that a forget removed from one that cannot be reached (on
  * a filesystem not mounted, or a --store directory gone): only the first
  * is a forget to finish (ovs_volume_forget_marked).
@@ -1137,7 +1137,10 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
 			if (step)
 				step();
 		}
+		rc = errno ? ovs_err(errno, "cannot read %s/%s: %m", v->store, OVS_LAYERS_DIR) : 0;
 		closedir(d);
+		if (rc < 0)
+			return rc;
 	}
 	/* Everything else but what says what this folder is. */
 	d = NULL;
@@ -1161,11 +1164,18 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void))
 			return ovs_err_keep(-rc, "forget %s: cannot empty %s", v->source, v->store);
 		}
 	}
+	rc = errno ? ovs_err(errno, "cannot read %s: %m", v->store) : 0;
 	closedir(d);
+	if (rc < 0)
+		return rc;
 	if (fsync(v->dirfd) < 0)
 		return ovs_err(errno, "fsync %s: %m", v->store);
-	/* Nothing of the snapshots is left: a re-run that cannot find the
-	 * folder from here on has only the index entry to remove. */
+	/* Nothing of the snapshots is left (checked, not assumed from the
+	 * loops): a re-run that cannot find the folder from here on has
+	 * only the index entry to remove. */
+	if (faccessat(v->dirfd, OVS_LAYERS_DIR, F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		return ovs_err(EBUSY, "forget %s: %s/%s is still there", v->source, v->store,
+			       OVS_LAYERS_DIR);
 	rc = forget_mark(v, true);
 	if (rc < 0)
 		return rc;
