@@ -125,8 +125,8 @@ int ovs_volume_forget_layers(struct ovs_volume *v, void (*step)(void));
 int ovs_volume_forget_store(struct ovs_volume *v);
 int ovs_volume_unindex(struct ovs_volume *v);
 /* The marker of a forget under way (lib/volume.c): forget_layers writes
- * it with the intent, forget_store when no layer is left; unmark after
- * the unindex.  marked: OVS_FORGET_BEGUN or OVS_FORGET_REMOVED for a
+ * it with the intent, and again once only registry, intent and lock are
+ * left; unmark after the unindex.  marked: OVS_FORGET_BEGUN or OVS_FORGET_REMOVED for a
  * marker of v's store folder, 0 when there is none (or it names another),
  * -errno. */
 enum { OVS_FORGET_BEGUN = 1, OVS_FORGET_REMOVED = 2 };

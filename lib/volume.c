@@ -343,7 +343,6 @@ static int index_add(const char *esc, const char *folder)
 	return rc < 0 ? rc : state_link_add(INDEX_DIR, esc, folder);
 }
 
-
 /* ---- checks of a store ----------------------------------------------------- */
 
 /* Overlay layers need trusted.* xattrs (opaque, escapes, origin) and
@@ -1066,10 +1065,10 @@ out:
  * volume's index entry.  It points at the store folder once the forget
  * has recorded its intent in it, and at FORGET_REMOVED and the folder
  * once only registry, intent and lock are left in it; the forget removes
- * it after the index entry.  It tells a
- * store folder that a forget removed from one that cannot be reached (on
- * a filesystem not mounted, or a --store directory gone): only the first
- * is a forget to finish (ovs_volume_forget_marked).
+ * it after the index entry.  It tells a store folder that a forget
+ * removed from one that cannot be reached (on a filesystem not mounted,
+ * or a --store directory gone): only the first is a forget to finish
+ * (ovs_volume_forget_marked).
  */
 static int forget_mark(const struct ovs_volume *v, bool removed)
 {
