@@ -102,8 +102,7 @@ static int activate_all(void)
 			ovs_error("activate --all: %s: %s, left by an interrupted forget: not "
 				  "activated (%srun 'ovsnap forget %s' to finish it)",
 				  ovs_volume_source(vols[i]), problem,
-				  marked == OVS_FORGET_BEGUN &&
-				  strcmp(problem, "store missing") == 0 ?
+				  marked == OVS_FORGET_BEGUN && ovs_volume_store_missing(vols[i]) ?
 				  "mount the filesystem that holds its store, then " : "",
 				  ovs_volume_source(vols[i]));
 			continue;
@@ -111,7 +110,7 @@ static int activate_all(void)
 		if (problem) {
 			ovs_error("activate --all: %s: %s: not activated (%s)",
 				  ovs_volume_source(vols[i]), problem,
-				  strcmp(problem, "store missing") == 0 ?
+				  ovs_volume_store_missing(vols[i]) ?
 				  "is the filesystem that holds its store mounted?" :
 				  "see 'ovsnap fsck'");
 			status = EXIT_FAIL;

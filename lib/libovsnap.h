@@ -86,6 +86,10 @@ void ovs_volume_list_free(struct ovs_volume **vols, size_t n);
  * src is no volume. */
 int ovs_volume_open_listed(const char *src, struct ovs_volume **out);
 
+/* The problem of a listed volume is that its store folder is not there
+ * (its filesystem not mounted, or the folder removed). */
+bool ovs_volume_store_missing(const struct ovs_volume *v);
+
 const char *ovs_volume_source(const struct ovs_volume *v);	/* /abs/src */
 const char *ovs_volume_store(const struct ovs_volume *v);	/* store folder of this volume */
 const char *ovs_volume_fstype(const struct ovs_volume *v);

@@ -98,6 +98,7 @@ struct ovs_volume {
 	/* Set by ovs_volume_list for an index entry it could not open
 	 * ("store missing", the registry's error...); NULL when fine. */
 	char *problem;
+	bool store_missing;	/* ... and that problem is "store missing" */
 	/* Set by ovs_volume_create when it made the store root itself: a
 	 * failed setup removes only what it made. */
 	bool created_storeroot;

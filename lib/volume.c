@@ -109,6 +109,11 @@ const char *ovs_volume_problem(const struct ovs_volume *v)
 	return v->problem;
 }
 
+bool ovs_volume_store_missing(const struct ovs_volume *v)
+{
+	return v->problem && v->store_missing;
+}
+
 int ovs_volume_dirfd(const struct ovs_volume *v)
 {
 	return v->dirfd;
@@ -535,8 +540,10 @@ static int check_existing(struct create_ctx *c, int rootfd, char *folder)
 		/* the store may be on a filesystem that is not mounted now:
 		 * never start over on our own */
 		if (stat(idx, &st) < 0)
-			return ovs_err(EEXIST, "registered already, but its store is "
-				       "missing; remove %s to start over", idx);
+			return ovs_err(EEXIST, "registered already, but its store "
+				       "cannot be found (is the filesystem that holds it "
+				       "mounted?); 'ovsnap forget --force %s' removes the "
+				       "registration", c->src);
 		return ovs_err(EEXIST, "already an ovsnap volume");
 	}
 	fd = openat(rootfd, c->esc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -913,6 +920,7 @@ static struct ovs_volume *list_entry(int dfd, const char *name)
 		if (asprintf(&v->problem, "%s", rc == -ENOENT ? "store missing" :
 			     "permission denied (the store is readable by root only)") < 0)
 			v->problem = NULL;
+		v->store_missing = rc == -ENOENT;
 	} else if (rc < 0) {
 		v->problem = strdup(ovs_last_error());
 	} else if (ovs_registry_load(v) < 0) {
@@ -1049,6 +1057,7 @@ int ovs_volume_open_remains(const char *src, struct ovs_volume **out)
 	}
 	if (rc == -ENOENT) {
 		v->problem = strdup("store missing");
+		v->store_missing = true;
 	} else {
 		v->problem = saved;
 		saved = NULL;
