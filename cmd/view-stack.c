@@ -251,8 +251,8 @@ void view_close(struct view *vw)
  * holding a '/' (a component is at most NAME_MAX bytes). */
 #define VIEW_PATH_PIECE 2048
 
-int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_out,
-		 int *owned)
+static int path_at(int dirfd, const char *path, bool whole_ok, int *dirfd_out,
+		   const char **name_out, int *owned)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
@@ -264,7 +264,7 @@ int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_
 	int cur = dirfd, fd;
 
 	*owned = -1;
-	if (strlen(path) < PATH_MAX - 1 || !last) {
+	if (!last || (whole_ok && strlen(path) < PATH_MAX - 1)) {
 		*dirfd_out = dirfd;
 		*name_out = *path ? path : ".";
 		return 0;
@@ -301,6 +301,12 @@ int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_
 	*dirfd_out = cur;
 	*name_out = last + 1;
 	return 0;
+}
+
+int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_out,
+		 int *owned)
+{
+	return path_at(dirfd, path, false, dirfd_out, name_out, owned);
 }
 
 void view_path_done(int owned)
@@ -449,14 +455,22 @@ int view_open_obj(struct view_stack *s, const char *path, const struct view_obj 
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 			   RESOLVE_NO_XDEV,
 	};
+	bool dir = flags & O_DIRECTORY;
 	const char *name;
 	int fd, dfd, owned, rc;
+	struct stat st;
 
-	rc = view_path_at(view_obj_dirfd(s, o), path, &dfd, &name, &owned);
+	/* openat2 below follows no symlink: the whole path may go to it */
+	rc = path_at(view_obj_dirfd(s, o), path, true, &dfd, &name, &owned);
 	if (rc < 0)
 		return rc;
 	/* reading a snapshot changes nothing, not even access times */
 	how.flags |= O_NOATIME;
+	/* SRC's object may have become a FIFO since it was resolved (a
+	 * deactivated volume has nothing to check the answer against): an
+	 * open of it must not wait for a writer, holding this thread. */
+	if (!dir)
+		how.flags |= O_NONBLOCK;
 	fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
 	if (fd < 0 && errno == EPERM && (how.flags & O_NOATIME)) {
 		how.flags &= ~O_NOATIME;
@@ -464,7 +478,17 @@ int view_open_obj(struct view_stack *s, const char *path, const struct view_obj 
 	}
 	rc = fd < 0 ? -errno : fd;
 	view_path_done(owned);
-	return rc;
+	if (fd < 0 || dir)
+		return rc;
+	/* Only regular files are opened through a view (the kernel serves
+	 * FIFOs and devices itself): anything else is not the object the
+	 * kernel asked for. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fcntl(fd, F_SETFL, (int)(how.flags & ~O_NONBLOCK) & ~O_ACCMODE) < 0) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
 }
 
 /* ---- what the view shows ---------------------------------------------- */

@@ -136,11 +136,13 @@ uint64_t view_newest_signature(struct view_stack *s, const char *path);
 
 /*
  * Paths of any length (DESIGN.md rule 18): the directory that holds the
- * last component of path below dirfd, and that component.  A path the
- * kernel takes whole (shorter than PATH_MAX) is used as it is: *dirfd_out
- * is dirfd, *name_out is path ("." for "") and *owned is -1.  A longer
- * one has its parent opened in pieces, each beneath the last, no symlink
- * followed and no mount crossed: *owned is that fd, for view_path_done.
+ * last component of path below dirfd, and that component.  A path of one
+ * component is used as it is: *dirfd_out is dirfd, *name_out is path
+ * ("." for "") and *owned is -1.  A longer one has its parent opened in
+ * pieces, each beneath the last, no symlink followed and no mount crossed
+ * (rule 15: a user may swap a folder of SRC for a symlink at any time, and
+ * the *at calls given the name would follow it): *owned is that fd, for
+ * view_path_done.
  */
 int view_path_at(int dirfd, const char *path, int *dirfd_out, const char **name_out,
 		 int *owned);

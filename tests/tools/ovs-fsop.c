@@ -12,6 +12,15 @@
  *   write-hold FILE TEXT1 TEXT2 READY GO
  *                                    open for write, write TEXT1 at 0, create
  *                                    READY, wait for GO, write TEXT2 at 0
+ *   exchange-loop SECONDS A B [A B]...
+ *                                    exchange each pair over and over
+ *                                    (renameat2) for SECONDS
+ *   race-read A B xattr|readlink PATH NAME SECRET SECONDS
+ *                                    a child exchanges A and B over and over
+ *                                    (renameat2) while PATH's xattr NAME (or
+ *                                    its link text: NAME is ignored) is read
+ *                                    for SECONDS; exit 1 with "leaked after
+ *                                    N reads" the first time SECRET is read
  * Exit 0 on success; on failure one line on stderr naming the errno, and
  * the exit status is the errno (so tests can tell EPERM from EXDEV).
  */
@@ -20,12 +29,16 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +122,50 @@ static int write_hold(const char *file, const char *t1, const char *t2, const ch
 	return 0;
 }
 
+static int race_read(const char *a, const char *b, const char *kind, const char *path,
+		     const char *name, const char *secret, int seconds)
+{
+	bool link = !strcmp(kind, "readlink");
+	time_t end = time(NULL) + seconds;
+	long reads = 0, answers = 0;
+	char buf[4096];
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	if (pid < 0)
+		return fail("fork");
+	if (pid == 0) {
+		for (;;)
+			if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) < 0)
+				_exit(fail("renameat2(RENAME_EXCHANGE)"));
+	}
+	while (time(NULL) < end) {
+		ssize_t n = link ? readlink(path, buf, sizeof(buf) - 1) :
+				   lgetxattr(path, name, buf, sizeof(buf) - 1);
+
+		reads++;
+		if (n < 0)
+			continue;
+		answers++;
+		buf[n] = 0;
+		if (!strcmp(buf, secret)) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			printf("leaked after %ld reads\n", reads);
+			return 1;
+		}
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status)) {
+		fprintf(stderr, "ovs-fsop: the exchanges stopped\n");
+		return 2;
+	}
+	printf("%ld reads, %ld answered\n", reads, answers);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *op = argc > 1 ? argv[1] : "";
@@ -134,6 +191,20 @@ int main(int argc, char **argv)
 		return mmap_write(argv[2], atoll(argv[3]), argv[4], argv[5], argv[6]);
 	if (!strcmp(op, "write-hold") && argc == 7)
 		return write_hold(argv[2], argv[3], argv[4], argv[5], argv[6]);
-	fprintf(stderr, "usage: ovs-fsop exchange|noreplace|mknod-chr|mmap-write|mmap-dirty|write-hold ...\n");
+	if (!strcmp(op, "exchange-loop") && argc >= 5 && argc % 2 == 1) {
+		time_t end = time(NULL) + atoi(argv[2]);
+
+		while (time(NULL) < end)
+			for (int i = 3; i + 1 < argc; i += 2)
+				if (renameat2(AT_FDCWD, argv[i], AT_FDCWD, argv[i + 1],
+					      RENAME_EXCHANGE) < 0)
+					return fail("renameat2(RENAME_EXCHANGE)");
+		return 0;
+	}
+	if (!strcmp(op, "race-read") && argc == 9)
+		return race_read(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7],
+				 atoi(argv[8]));
+	fprintf(stderr, "usage: ovs-fsop exchange|noreplace|mknod-chr|mmap-write|mmap-dirty|"
+		"write-hold|exchange-loop|race-read ...\n");
 	return 2;
 }

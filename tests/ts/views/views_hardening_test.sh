@@ -11,6 +11,7 @@ ovs_require_fs xfs
 ovs_require_cmd setfacl getfacl getfattr setfattr setpriv
 
 FAKEVIEW=$OVSNAP_TOOLS/tools/ovs-fakeview
+FSOP=$OVSNAP_TOOLS/tools/ovs-fsop
 VIEW=$OVS_TMP/view
 
 # Through the live snapshot mount, asserted.
@@ -226,6 +227,69 @@ user.visible" "$(xattr_names "$VIEW/$f")"
 	setfattr -n user.visible -v y "$OVS_MNT/native"
 	assertEquals "a native XFS file as $OVS_USER: no trusted.* names" "user.visible" \
 		"$(xattr_names user "$OVS_MNT/native")"
+}
+
+# ---- rule 15 with no snapshot mount ------------------------------------------
+
+# A view of a deactivated volume: SRC's objects as SRC holds them, with no
+# snapshot mount whose state the view could check an answer against.
+deactivated_view() {
+	setup_volume || return 1
+	mkdir "$SRC/pub"
+	echo a >"$SRC/a"
+	take
+	mount_view 1
+	ovs_run "$OVSNAP" deactivate "$SRC"
+	assertEquals "deactivate: $(ovs_ran)" 0 "$OVS_RC"
+}
+
+# A folder of SRC swapped for a symlink to a folder only root may read
+# (RENAME_EXCHANGE, over and over, as a user who owns pub/ may) while the
+# view reads the xattrs of a file below it.  The view daemon gave the
+# whole relative path to getxattr, which followed the symlink in its
+# middle: it answered the xattr of the root-only file outside SRC, after
+# about a hundred reads.  Its folders are now opened one by one with no
+# symlink followed.  (readlink took the same path, but the kernel caches
+# a view's link texts, so a race cannot reach it twice.)
+test_deactivated_view_follows_no_symlink_swapped_in() {
+	local out
+
+	deactivated_view || return
+	out=$OVS_MNT/rootonly
+	mkdir -m 0700 "$out"
+	echo x >"$out/f"
+	setfattr -n user.secret -v TOPSECRET "$out/f"
+	mkdir "$SRC/pub/d"
+	echo m >"$SRC/pub/d/f"
+	setfattr -n user.secret -v mine "$SRC/pub/d/f"
+	ln -s ../../rootonly "$SRC/pub/link"
+	assertEquals "the view shows SRC's file and its xattr" "mine" \
+		"$(getfattr --absolute-names --only-values -n user.secret "$VIEW/pub/d/f" 2>&1)"
+	ovs_run "$FSOP" race-read "$SRC/pub/d" "$SRC/pub/link" xattr "$VIEW/pub/d/f" \
+		user.secret TOPSECRET 5
+	assertEquals "getxattr through the view while pub/d is swapped: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "the reads ran" "$OVS_OUT" " reads, "
+}
+
+# A file of SRC replaced by a FIFO while the kernel still holds the
+# view's inode of the file: an open of that inode (here through
+# /proc/PID/fd, which looks nothing up again) reached the view daemon,
+# whose open of the FIFO waited for a writer, holding one of its threads
+# for ever (enough of them and every view of the snapshot hung, root's
+# too).  It is no regular file: the open fails at once.
+test_deactivated_view_open_of_a_fifo_does_not_wait() {
+	deactivated_view || return
+	echo x >"$SRC/pub/g"
+	exec 3<"$VIEW/pub/g"
+	assertEquals "the view reads SRC's file" "x" "$(cat <&3)"
+	rm "$SRC/pub/g"
+	mkfifo "$SRC/pub/g"
+	bounded cat "/proc/$$/fd/3"
+	exec 3<&-
+	assertNotEquals "the open of what is now a FIFO does not wait: $(ovs_ran)" 124 "$OVS_RC"
+	assertNotEquals "... and fails" 0 "$OVS_RC"
+	bounded cat "$VIEW/a"
+	assertEquals "the view still reads: $(ovs_ran)" "0 a" "$OVS_RC $OVS_OUT"
 }
 
 # ---- item 12 -----------------------------------------------------------------
