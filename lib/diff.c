@@ -815,14 +815,28 @@ static void obj_close(struct obj *o)
 	o->owned = false;
 }
 
+/* obj_open_file(): the object is no regular file now (a user replaced it
+ * in SRC since it was listed). */
+#define OBJ_NOT_A_FILE (-ESTALE)
+
+/* The regular file at o, open for reading.  Never a wait: a FIFO swapped
+ * in for the file by a user would hold the diff (and the volume lock of
+ * a restore) until someone opened it for writing. */
 static int obj_open_file(const struct obj *o)
 {
-	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 	int fd = openat(o->dirfd, o->name, fl | O_NOATIME);
+	struct stat st;
 
 	if (fd < 0 && errno == EPERM)
 		fd = openat(o->dirfd, o->name, fl);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return errno == ELOOP ? OBJ_NOT_A_FILE : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return OBJ_NOT_A_FILE;
+	}
+	return fd;
 }
 
 /* The extent map of fd (flushed first), or NULL when it cannot tell. */
@@ -882,10 +896,18 @@ static int data_differs(const struct obj *oa, const struct obj *ob, const char *
 	struct stat sa, sb;
 	int fa, fb = -1, rc;
 
+	/* Replaced by another kind of object since it was listed: its data
+	 * is not the file's any more. */
 	fa = obj_open_file(oa);
+	if (fa == OBJ_NOT_A_FILE)
+		return 1;
 	if (fa < 0)
 		return ovs_err(-fa, "diff: open %s: %s", path, strerror(-fa));
 	fb = obj_open_file(ob);
+	if (fb == OBJ_NOT_A_FILE) {
+		rc = 1;
+		goto out;
+	}
 	if (fb < 0) {
 		rc = ovs_err(-fb, "diff: open %s: %s", path, strerror(-fb));
 		goto out;
