@@ -114,21 +114,42 @@ static int parse_view_options(const char *optstr, struct view_mount_opts *o)
 
 /* ---- the target ------------------------------------------------------------- */
 
-/* A canonical TARGET that can take a view: an existing directory that is
+/*
+ * A canonical TARGET that can take a view: an existing directory that is
  * no mount point, not inside SRC (the live daemon must never find a
- * mount in its tree) nor inside the store. */
-static char *check_target(const char *arg, struct ovs_volume *v)
+ * mount in its tree) nor inside the store.  The directory is opened once
+ * (*fd, O_PATH) and the checks and the mount are of that directory: a
+ * path looked up again would let a user who owns a folder on the way
+ * swap it for a symlink in between, and have root's view cover a
+ * directory of the user's choice (/etc, say) with files of theirs.  A
+ * symlink as the last component is refused for the same reason: root
+ * names the directory itself.
+ */
+static char *check_target(const char *arg, struct ovs_volume *v, int *fd)
 {
 	struct stat st;
-	char *real, fstype[64];
+	char *real = NULL, fstype[64], proc[64];
 	int rc;
 
-	real = realpath(arg, NULL);
-	if (!real) {
-		ovs_error("mount: %s: %s", arg, strerror(errno));
+	*fd = open(arg, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0) {
+		if (errno == ELOOP || (errno == ENOTDIR && lstat(arg, &st) == 0 &&
+				       S_ISLNK(st.st_mode)))
+			ovs_error("mount: %s: a symbolic link (name the directory itself)",
+				  arg);
+		else if (errno == ENOTDIR)
+			ovs_error("mount: %s: not a directory", arg);
+		else
+			ovs_error("mount: %s: %s", arg, strerror(errno));
 		return NULL;
 	}
-	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", *fd);
+	real = realpath(proc, NULL);
+	if (!real) {
+		ovs_error("mount: %s: %s", arg, strerror(errno));
+		goto fail;
+	}
+	if (fstat(*fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		ovs_error("mount: %s: not a directory", arg);
 		goto fail;
 	}
@@ -153,15 +174,17 @@ static char *check_target(const char *arg, struct ovs_volume *v)
 	return real;
 fail:
 	free(real);
+	close(*fd);
+	*fd = -1;
 	return NULL;
 }
 
 /* ---- a daemon-served view ------------------------------------------------ */
 
 /*
- * target_fd >= 0 (a delegated mount): the view goes on that very
- * directory, through /proc/self/fd/4 in the view daemon, not on whatever
- * the path names by then; owner_uid is recorded for umount.
+ * The view goes on the directory of target_fd, through /proc/self/fd/4 in
+ * the view daemon, not on whatever the path names by then; owner_uid (a
+ * delegated mount) is recorded for umount.
  */
 static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *target,
 			     const struct view_mount_opts *o, int target_fd, long owner_uid)
@@ -169,7 +192,7 @@ static int mount_daemon_view(struct ovs_volume *v, uint64_t id, const char *targ
 	char idstr[32], log[PATH_MAX], pidfile[PATH_MAX], pidtext[64], ownerfile[PATH_MAX];
 	char *argv[] = { "ovsnap-viewd", "--ready-fd", "3", "-o", o->fuse,
 			 (char *)ovs_volume_source(v), idstr,
-			 target_fd >= 0 ? "/proc/self/fd/4" : (char *)target, NULL };
+			 "/proc/self/fd/4", NULL };
 	struct stat st;
 	pid_t pid;
 	int rc, rundir;
@@ -246,7 +269,7 @@ static int fsconfig_str(int fsfd, const char *key, const char *value)
  * the 4 KiB page of a mount(2) option string.
  */
 static int mount_kernel_view(struct ovs_volume *v, size_t first, uint64_t id,
-			     const char *target, const struct view_mount_opts *o)
+			     const char *target, int target_fd, const struct view_mount_opts *o)
 {
 	char *source = ovs_view_source(ovs_volume_source(v), id);
 	char upper[PATH_MAX];
@@ -304,7 +327,9 @@ static int mount_kernel_view(struct ovs_volume *v, size_t first, uint64_t id,
 		rc = ovs_err(errno, "fsmount: %m");
 		goto out;
 	}
-	if (syscall(SYS_move_mount, mfd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+	/* on the directory check_target opened, not on the path again */
+	if (syscall(SYS_move_mount, mfd, "", target_fd, "",
+		    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		rc = ovs_err(errno, "move_mount to %s: %m", target);
 out:
 	if (mfd >= 0)
@@ -325,7 +350,7 @@ int cmd_mount(int argc, const char **argv)
 	size_t first = 0;
 	poptContext pc;
 	long delegated = ovs_delegated_uid();
-	int nargs, status, rc, target_fd = -1;
+	int nargs, status, rc, target_fd = -1, own_fd = -1;
 
 	pc = ovs_popt_parse("mount", argc, argv, mount_options, "SRC SNAP TARGET", &status);
 	if (!pc)
@@ -353,9 +378,10 @@ int cmd_mount(int argc, const char **argv)
 		ovs_error_lib(rc, "mount %s %s", src, args[1]);
 		goto out;
 	}
-	target = check_target(args[2], v);
+	target = check_target(args[2], v, &own_fd);
 	if (!target)
 		goto out;
+	target_fd = own_fd;
 	if (delegated >= 0) {
 		/* ovsnap-delegate checked the directory it opened (the
 		 * caller's, no symlink) and handed it over on fd 3; the view
@@ -364,7 +390,7 @@ int cmd_mount(int argc, const char **argv)
 		struct stat a, b;
 
 		target_fd = e && strcmp(e, "3") == 0 ? fcntl(3, F_DUPFD_CLOEXEC, 10) : -1;
-		if (target_fd < 0 || fstat(target_fd, &a) < 0 || stat(target, &b) < 0 ||
+		if (target_fd < 0 || fstat(target_fd, &a) < 0 || fstat(own_fd, &b) < 0 ||
 		    a.st_dev != b.st_dev || a.st_ino != b.st_ino || a.st_uid != (uid_t)delegated) {
 			ovs_error("mount: %s: permission denied (not the directory of yours that "
 				  "was checked)", args[2]);
@@ -386,7 +412,7 @@ int cmd_mount(int argc, const char **argv)
 		}
 		while (ovs_snapshot_at(v, first)->id != snap->id)
 			first++;
-		rc = mount_kernel_view(v, first, snap->id, target, &vo);
+		rc = mount_kernel_view(v, first, snap->id, target, target_fd, &vo);
 	} else {
 		rc = mount_daemon_view(v, snap->id, target, &vo, target_fd, delegated);
 	}
@@ -396,8 +422,10 @@ int cmd_mount(int argc, const char **argv)
 	}
 	status = EXIT_OK;
 out:
-	if (target_fd >= 0)
+	if (target_fd >= 0 && target_fd != own_fd)
 		close(target_fd);
+	if (own_fd >= 0)
+		close(own_fd);
 	free(vo.fuse);
 	free(target);
 	free(src);

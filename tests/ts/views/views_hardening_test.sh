@@ -292,6 +292,54 @@ test_deactivated_view_open_of_a_fifo_does_not_wait() {
 	assertEquals "the view still reads: $(ovs_ran)" "0 a" "$OVS_RC $OVS_OUT"
 }
 
+# ---- rule 15: root's TARGET -------------------------------------------------
+
+# Root mounts a view at a path through a folder a user owns.  The user
+# swaps that folder for a symlink to a directory of root's (here
+# "victim"; /etc, say, on a real machine) over and over: the target was
+# checked by one lookup of the path and mounted by another, and the view
+# (files of the user's choosing in SRC) went over the victim on the
+# second try.  TARGET is now opened once and the view goes on that very
+# directory.  A symlink as TARGET itself is refused: it was followed.
+test_root_mount_goes_on_the_directory_it_checked() {
+	local i victim home mounted=0
+
+	setup_volume || return
+	echo a >"$SRC/a"
+	take
+	victim=$OVS_MNT/victim
+	home=$OVS_MNT/home
+	mkdir -p "$victim" "$home/rv" "$home/rvl.d"
+	echo root >"$victim/keep"
+	ln -s "$victim" "$home/rvlink"
+
+	ovs_run "$OVSNAP" mount "$SRC" 1 "$home/rvlink"
+	assertNotEquals "a symlink as TARGET: refused" 0 "$OVS_RC"
+	assertContains "... saying so: $(ovs_ran)" "$OVS_ERR" "symbolic link"
+	assertFalse "nothing mounted over the victim" "mountpoint -q '$victim'"
+	mountpoint -q "$victim" && umount -l "$victim"
+
+	"$FSOP" exchange-loop 30 "$home/rv" "$home/rvlink" &
+	local pid=$!
+	for i in $(seq 40); do
+		ovs_run "$OVSNAP" mount "$SRC" 1 "$home/rv"
+		if mountpoint -q "$victim"; then
+			mounted=1
+			umount -l "$victim"
+			break
+		fi
+		if [ "$OVS_RC" = 0 ]; then
+			ovs_run "$OVSNAP" umount "$(findmnt -rn -S "ovsnap-view:$SRC:1" -o TARGET |
+				head -1)"
+			assertEquals "umount of view $i: $(ovs_ran)" 0 "$OVS_RC"
+		fi
+	done
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	assertEquals "the view never went over the victim" 0 "$mounted"
+	assertEquals "the victim's file is there" root "$(cat "$victim/keep")"
+}
+
 # ---- item 12 -----------------------------------------------------------------
 
 FAKE_PID=
