@@ -1003,6 +1003,13 @@ static bool answer_as_detached(void)
  * taking it for the volume's: activate would do nothing and a take would
  * switch layers here while SRC went unprotected.  AT_STATX_DONT_SYNC:
  * the attributes of this mount's root need no request to the daemon.
+ *
+ * A path that leads nowhere says nothing: a folder above SRC renamed (by
+ * a user who owns it, say) moves the mount with it, still attached.
+ * Taken for a detach, it left the volume "broken" for good, the daemon
+ * answering as detached once the name was back, every take refused
+ * until an activate.  A detached mount shows at SRC's path as the real
+ * directory, another device.
  */
 static bool detached_behind_our_back(void)
 {
@@ -1012,7 +1019,7 @@ static bool detached_behind_our_back(void)
 	    D.fuse_dev == makedev(0, 0))
 		return false;
 	if (statx(AT_FDCWD, D.src, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
-		return errno == ENOENT || errno == ENOTDIR;
+		return false;
 	return makedev(stx.stx_dev_major, stx.stx_dev_minor) != D.fuse_dev;
 }
 

@@ -113,6 +113,33 @@ test_snapshot_after_detached_user_is_stable() {
 # was active and did nothing (SRC unprotected: what a user wrote there
 # went to the real directory) and a take switched layers in the detached
 # daemon.  It now answers as a detached daemon once it notices.
+# A folder above SRC renamed and renamed back (by a user who owns it): the
+# mount moves with it, still attached.  The daemon, asked for its status
+# meanwhile, found no SRC at the path and took its mount for detached for
+# good: status said broken and every take failed until an activate.
+test_a_renamed_folder_above_is_no_detach() {
+	local up=$OVS_MNT/home/u
+
+	mkdir -p "$up/x"
+	mv "$SRC" "$up/x/src"
+	SRC=$up/x/src
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
+	mv "$up/x" "$up/x2"
+	ovs_run "$OVSNAP" list
+	ovs_run "$OVSNAP" status "$SRC"
+	echo moved >"$up/x2/src/f"
+	mv "$up/x2" "$up/x"
+	ovs_run "$OVSNAP" status "$SRC"
+	assertEquals "status once the name is back: $(ovs_ran)" 0 "$OVS_RC"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take once the name is back: $(ovs_ran)" 0 "$OVS_RC"
+	# the write while renamed went through the snapshot mount: preserved
+	ovs_run "$OVSNAP" diff "$SRC" 1 2
+	assertEquals "diff 1 2: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "f changed between the snapshots" "$OVS_OUT" "f"
+}
+
 test_umount_lazy_behind_the_daemon_is_a_detached_mount() {
 	ovs_run "$OVSNAP" take "$SRC"
 	assertEquals "take 1: $(ovs_ran)" 0 "$OVS_RC"
