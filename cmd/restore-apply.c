@@ -319,14 +319,16 @@ static int parent_fail(int rc, const char *what, const char *path)
 	return fail(-rc, "%s %s", what, path);
 }
 
+/* -ELOOP or -EXDEV: a directory above path is a symlink now (or a mount
+ * point), which the diff did not see: a user changed SRC during the
+ * restore.  The callers fail with parent_fail(): taken for "path is not
+ * in the live tree", the restore went on and said it was done, with the
+ * symlink and what lay below the directory still there. */
 static int live_lstat(struct restore *r, const char *path, struct stat *st)
 {
 	const char *name;
 	int pfd = live_parent(r, path, &name), rc = 0;
 
-	/* a parent that is a symlink: path is not in the live tree */
-	if (pfd == -ELOOP || pfd == -EXDEV)
-		return -ENOTDIR;
 	if (pfd < 0)
 		return pfd;
 	if (fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -346,6 +348,8 @@ static int live_remove(struct restore *r, const char *path)
 
 	if (rc == -ENOENT || rc == -ENOTDIR)
 		return 0;	/* a parent is no directory (any more) */
+	if (rc == -ELOOP || rc == -EXDEV)
+		return parent_fail(rc, "remove", path);
 	if (rc < 0)
 		return fail(-rc, "%s", path);
 	pfd = live_parent(r, path, &name);
@@ -1021,6 +1025,8 @@ static int apply_change(struct restore *r, const struct change *c)
 	if (in_snap < 0)
 		return ovs_err_keep(-in_snap, "%s in the snapshot", c->path);
 	rc = live_lstat(r, c->path, &st);
+	if (rc == -ELOOP || rc == -EXDEV)
+		return parent_fail(rc, "restore", c->path);
 	if (rc < 0 && rc != -ENOENT && rc != -ENOTDIR)
 		return fail(-rc, "%s", c->path);
 	if (!in_snap)

@@ -338,6 +338,47 @@ test_restore_does_not_follow_a_swapped_in_symlink_xfs() {
 	symlink_swap_body xfs
 }
 
+# The same swap one level down, where the restore has only a name to
+# remove: g/sub/new1, made after the take in a folder whose times are put
+# back, so that g/sub itself is no change.  After g/a is made again, g/sub
+# becomes a symlink to its own contents moved to g/sub.real.  The removal
+# of g/sub/new1 took the symlink above it for "not in the live tree any
+# more": exit 0, "restored", with g/sub a symlink and new1 still there.
+# It now fails, in one line that names the path.
+test_restore_fails_when_a_folder_above_becomes_a_symlink() {
+	local pause=$OVS_TMP/pause-g pid rc
+
+	ovs_mkfs xfs 1G || return 1
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/g/sub"
+	touch "$SRC/g/a" "$SRC/g/sub/s"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 1 "$OVS_OUT"
+	rm "$SRC/g/a"
+	touch -r "$SRC/g/sub" "$OVS_TMP/t"
+	echo n >"$SRC/g/sub/new1"
+	touch -r "$OVS_TMP/t" "$SRC/g/sub"
+	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+		OVSNAP_TEST_RESTORE_PAUSE_MADE=g/a \
+		"$OVSNAP" restore "$SRC" 1 g >"$OVS_TMP/g.out" 2>"$OVS_TMP/g.err" </dev/null &
+	pid=$!
+	for i in $(seq 1 300); do
+		[ -e "$pause.paused" ] && break
+		sleep 0.1
+	done
+	assertTrue "the restore paused after making g/a" "[ -e '$pause.paused' ]"
+	mv "$SRC/g/sub" "$SRC/g/sub.real"
+	ln -s sub.real "$SRC/g/sub"
+	touch "$pause"
+	wait "$pid"
+	rc=$?
+	assertEquals "the restore fails: $(cat "$OVS_TMP/g.err")" 1 "$rc"
+	assertEquals "in one line" 1 "$(grep -c . "$OVS_TMP/g.err")"
+	assertContains "naming the path" "$(cat "$OVS_TMP/g.err")" "g/sub/new1"
+	assertContains "and why" "$(cat "$OVS_TMP/g.err")" "is a symlink now"
+	assertTrue "what was below the folder is still there" "[ -e '$SRC/g/sub.real/new1' ]"
+}
+
 test_restore_does_not_follow_a_swapped_in_symlink_ext4() {
 	symlink_swap_body ext4
 }
