@@ -22,6 +22,7 @@
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,9 +518,29 @@ int main(int argc, char **argv)
 	if (seteuid(uid) < 0)
 		die("%s: cannot drop privileges: %s", cmd->name, strerror(errno));
 	if (cmd->needs_volume) {
-		src = realpath(pos[0], NULL);
-		if (!src)
+		struct stat sst;
+		char id[64], fdpath[64];
+		int fd;
+
+		/*
+		 * The directory checked is the one the command acts on: its
+		 * path and its identity come from one lookup (an fd), and the
+		 * CLI, as root, resolves the path again and refuses anything
+		 * but that directory.  A user who owns a folder above it could
+		 * otherwise swap that folder for a symlink in between, and
+		 * have root take, mount or diff a volume they were never
+		 * given.
+		 */
+		fd = open(pos[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
 			die("%s %s: %s", cmd->name, pos[0], strerror(errno));
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+		src = realpath(fdpath, NULL);
+		if (!src || fstat(fd, &sst) < 0)
+			die("%s %s: %s", cmd->name, pos[0], strerror(errno));
+		close(fd);
+		snprintf(id, sizeof(id), "%ju:%ju", (uintmax_t)sst.st_dev, (uintmax_t)sst.st_ino);
+		setenv("OVSNAP_DELEGATED_SRC_ID", id, 1);
 	}
 	if (strcmp(cmd->name, "mount") == 0) {
 		char fdpath[64];

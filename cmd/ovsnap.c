@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +318,7 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 	struct stat st;
 
 	real = realpath(arg, NULL);
-	if (!real && (errno == ENOTCONN || errno == EIO)) {
+	if (!real && (errno == ENOTCONN || errno == EIO) && ovs_delegated_uid() < 0) {
 		/* SRC under the mount of a dead daemon, or of one whose
 		 * filesystem was shut down: still a volume's source; resolve
 		 * its parent instead. */
@@ -343,7 +344,7 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		return NULL;
 	}
 	if (stat(real, &st) < 0) {
-		if (errno == ENOTCONN || errno == EIO)
+		if ((errno == ENOTCONN || errno == EIO) && ovs_delegated_uid() < 0)
 			return real;
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		free(real);
@@ -353,6 +354,20 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		ovs_error("%s %s: not a directory", cmd, arg);
 		free(real);
 		return NULL;
+	}
+	if (ovs_delegated_uid() >= 0) {
+		/* ovsnap-delegate checked the directory it found as the
+		 * caller: this must be that one (ovsnap-delegate(8)). */
+		const char *e = getenv("OVSNAP_DELEGATED_SRC_ID");
+		char id[64];
+
+		snprintf(id, sizeof(id), "%ju:%ju", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
+		if (!e || strcmp(e, id) != 0) {
+			ovs_error("%s %s: permission denied (not the directory that was checked: "
+				  "changed meanwhile)", cmd, arg);
+			free(real);
+			return NULL;
+		}
 	}
 	return real;
 }

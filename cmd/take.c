@@ -215,6 +215,12 @@ static int open_or_create(const char *src, struct ovs_volume **v, int *lockfd, b
 		ovs_error_lib(rc, "take %s", src);
 		return EXIT_FAIL;
 	}
+	/* Setting a volume up stays root's (ovsnap-delegate(8)); the set-up
+	 * below resolves src again, which a user could redirect. */
+	if (ovs_delegated_uid() >= 0) {
+		ovs_error("take %s: permission denied (not a volume)", src);
+		return EXIT_FAIL;
+	}
 	if (check_name(NULL, src) != EXIT_OK)
 		return EXIT_USAGE;
 	if (opt_post) {

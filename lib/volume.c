@@ -832,6 +832,23 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 	return 0;
 }
 
+/* Whether src, exactly as given, is a registered source. */
+static bool indexed_as_given(const char *src)
+{
+	char esc[NAME_MAX + 1], folder[PATH_MAX];
+	ssize_t n = -1;
+	int dfd;
+
+	if (ovs_path_escape(src, esc, sizeof(esc)) < 0)
+		return false;
+	dfd = index_open(false);
+	if (dfd >= 0) {
+		n = readlinkat(dfd, esc, folder, sizeof(folder) - 1);
+		close(dfd);
+	}
+	return n >= 0;
+}
+
 int ovs_volume_open(const char *src, struct ovs_volume **out)
 {
 	char esc[NAME_MAX + 1], folder[PATH_MAX];
@@ -841,8 +858,15 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 
 	if (src[0] != '/')
 		return ovs_err(EINVAL, "not an absolute path");
-	/* a source deleted since it was registered is still a volume */
-	real = realpath(src, NULL);
+	/*
+	 * A registered source as given is that volume, not resolved again:
+	 * the caller resolved it (the CLI, the delegation helper as the
+	 * user), and a user who owns a folder above it may have swapped the
+	 * folder for a symlink since, to have root act on another volume.
+	 * Anything else is resolved; a source deleted since it was
+	 * registered is still a volume.
+	 */
+	real = indexed_as_given(src) ? strdup(src) : realpath(src, NULL);
 	if (!real && !(real = strdup(src)))
 		return ovs_err(ENOMEM, "out of memory");
 	rc = ovs_path_escape(real, esc, sizeof(esc));

@@ -423,6 +423,61 @@ test_umount_follows_the_opened_mount_not_the_path() {
 	"$OVSNAP" umount "$OVS_TMP/rootdir"
 }
 
+# Alice is given volume A, at a path through a folder of hers (w), and
+# not volume B.  She swaps w for a symlink to B's parent over and over
+# while taking snapshots of A: the helper checked A as alice, and the CLI
+# (root) resolved the path again, and the library once more to open the
+# volume, so takes went to B, described as hers; and A's daemon, finding
+# another mount at its path, took its own for detached: A broken until
+# an activate.  The CLI now acts only on the directory the helper checked
+# (its device and inode) and refuses the rest in one line, a registered
+# source is opened as given, and a mount still in the table is no
+# detached one.
+test_delegated_src_is_the_directory_checked() {
+	local a b pid i conf n
+
+	fresh || return
+	mkdir -p "$OVS_MNT/home/a/w/proj" "$OVS_MNT/proj"
+	chown "$ALICE" "$OVS_MNT/home/a" "$OVS_MNT/home/a/w"
+	a=$OVS_MNT/home/a/w/proj
+	b=$OVS_MNT/proj
+	"$OVSNAP" take -q "$a" >/dev/null || fail "take of A"
+	"$OVSNAP" take -q "$b" >/dev/null || fail "take of B"
+	conf=$OVSNAP_CONF_DIR/$(systemd-escape --path "$a").conf
+	printf 'ALLOW_USERS=%s\n' "$ALICE" >"$conf"
+	ln -s "$OVS_MNT" "$OVS_MNT/home/a/wl"
+	chown -h "$ALICE" "$OVS_MNT/home/a/wl"
+
+	# the CLI told that A was checked, given B's path: refused
+	ovs_run env OVSNAP_DELEGATED_UID="$(id -u "$ALICE")" \
+		OVSNAP_DELEGATED_SRC_ID="$(stat -c '%d:%i' "$a")" "$OVSNAP" take "$b"
+	denied "take of B after a check of A"
+	ovs_run env OVSNAP_DELEGATED_UID="$(id -u "$ALICE")" "$OVSNAP" take "$b"
+	denied "take with nothing checked"
+
+	as "$ALICE" "$OVSNAP" take -q "$b"
+	denied "take of B"
+	setpriv --reuid="$ALICE" --regid="$(id -g "$ALICE")" --init-groups --inh-caps=-all -- \
+		"$OVSNAP_TOOLS/tools/ovs-fsop" exchange-loop 30 "$OVS_MNT/home/a/w" \
+		"$OVS_MNT/home/a/wl" &
+	pid=$!
+	for i in $(seq 60); do
+		as "$ALICE" "$OVSNAP" take -q -d "by-alice-$i" "$OVS_MNT/home/a/w/proj"
+	done
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	n=$("$OVSNAP" list -Hp "$b" | wc -l)
+	assertEquals "B has only root's snapshot: $("$OVSNAP" list "$b" 2>&1 | tail -3)" 1 "$n"
+	# the swaps stopped, w in place: alice's take is of A
+	[ -L "$OVS_MNT/home/a/w" ] && "$OVSNAP_TOOLS/tools/ovs-fsop" exchange \
+		"$OVS_MNT/home/a/w" "$OVS_MNT/home/a/wl"
+	ovs_run "$OVSNAP" status "$a"
+	assertEquals "A's snapshot mount is whole: $(ovs_ran)" 0 "$OVS_RC"
+	as "$ALICE" "$OVSNAP" take -q -d by-alice "$a"
+	assertEquals "alice's take of A: $(ovs_ran)" 0 "$OVS_RC"
+	assertContains "it is A's" "$("$OVSNAP" list "$a")" "by-alice"
+}
+
 # Mount targets: disk filesystems and tmpfs only, outside every volume.
 test_mount_targets_refused_by_place() {
 	fresh || return
