@@ -1004,12 +1004,14 @@ static bool answer_as_detached(void)
  * switch layers here while SRC went unprotected.  AT_STATX_DONT_SYNC:
  * the attributes of this mount's root need no request to the daemon.
  *
- * A path that leads nowhere says nothing: a folder above SRC renamed (by
- * a user who owns it, say) moves the mount with it, still attached.
- * Taken for a detach, it left the volume "broken" for good, the daemon
- * answering as detached once the name was back, every take refused
- * until an activate.  A detached mount shows at SRC's path as the real
- * directory, another device.
+ * SRC's path showing another device says only that the mount is not
+ * there now: a folder above SRC renamed (by a user who owns it, say)
+ * moves the mount with it, and one swapped for a symlink leads the path
+ * elsewhere, the mount still attached.  Taken for a detach, either left
+ * the volume "broken" for good (the daemon answering as detached once
+ * the name was back, every take refused until an activate).  So the
+ * mount table decides then: a detached mount is in it no more, under
+ * any path.
  */
 static bool detached_behind_our_back(void)
 {
@@ -1018,9 +1020,11 @@ static bool detached_behind_our_back(void)
 	if (detached_sock[0] || __atomic_load_n(&D.stopping, __ATOMIC_ACQUIRE) ||
 	    D.fuse_dev == makedev(0, 0))
 		return false;
-	if (statx(AT_FDCWD, D.src, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
+	if (statx(AT_FDCWD, D.src, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) == 0 &&
+	    makedev(stx.stx_dev_major, stx.stx_dev_minor) == D.fuse_dev)
 		return false;
-	return makedev(stx.stx_dev_major, stx.stx_dev_minor) != D.fuse_dev;
+	/* an unreadable table cannot tell: not detached */
+	return ovs_mount_devno_mounted(D.fuse_dev) == 0;
 }
 
 static void handle_request(int conn)

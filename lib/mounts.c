@@ -38,6 +38,18 @@ int ovs_mount_table_load(struct libmnt_table **out)
 	return 0;
 }
 
+int ovs_mount_devno_mounted(dev_t devno)
+{
+	struct libmnt_table *tb;
+	int rc = ovs_mount_table_load(&tb);
+
+	if (rc < 0)
+		return rc;
+	rc = mnt_table_find_devno(tb, devno, MNT_ITER_FORWARD) != NULL;
+	mnt_unref_table(tb);
+	return rc;
+}
+
 int ovs_mount_table_iter(struct libmnt_table **tb, struct libmnt_iter **itr, int direction)
 {
 	int rc = ovs_mount_table_load(tb);

@@ -238,6 +238,10 @@ struct ovs_mountinfo {
 struct libmnt_table;
 /* The current mount table (libmount); mnt_unref_table() it. */
 int ovs_mount_table_load(struct libmnt_table **out);
+/* 1 if a mount of the filesystem devno is in this namespace's table, 0 if
+ * none is (any more), -errno (with the error set) if the table cannot be
+ * read. */
+int ovs_mount_devno_mounted(dev_t devno);
 struct libmnt_iter;
 /* The same with an iterator over it (MNT_ITER_FORWARD or _BACKWARD);
  * mnt_free_iter() and mnt_unref_table() them. */
