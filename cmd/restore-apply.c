@@ -93,6 +93,8 @@ struct restore {
 	size_t ndirs, capdirs;
 	char **parent_dirs;		/* made by make_parents(): times at the end */
 	size_t nparent_dirs;
+	char **shut;			/* directories shut by copy_metadata(): their */
+	size_t nshut, capshut;		/* owner, mode and xattrs come with their times */
 	struct restore_stats *stats;
 	bool to_dest;			/* --to: livefd is DEST's parent, no daemon */
 };
@@ -601,35 +603,96 @@ static int pin_fail(int rc, const char *what, const char *path)
 }
 
 /* xattrs, owner, mode (in that order: an ACL sets mode bits, a chown
- * clears setuid), and for non-directories the times. */
-static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
-			 const char *path)
+ * clears setuid) of e onto the pinned live object pin (st). */
+static int pinned_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
+			   const char *path, int pin, const struct stat *st)
 {
 	char proc[64];
 	const char *sname;
-	struct stat st;
-	int sdirfd, pin, rc;
+	int sdirfd, rc;
 
-	pin = live_pin(r, e, path, &st);
-	if (pin < 0)
-		return pin_fail(pin, "restore the metadata of", path);
 	sdirfd = snap_parent(r, e, spath, &sname);
-	if (sdirfd < 0) {
-		close(pin);
+	if (sdirfd < 0)
 		return ovs_err_keep(-sdirfd, "%s in the snapshot", spath);
-	}
-	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, pin, &st, path);
+	rc = copy_xattrs(r, sdirfd, sname, e->layer < (int)r->nfds, pin, st, path);
 	close(sdirfd);
 	if (rc == 0 && fchownat(pin, "", e->st.st_uid, e->st.st_gid,
 				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		rc = fail(errno, "chown %s", path);
 	/* chmod follows a symlink, and a symlink has no mode of its own;
 	 * the /proc/self/fd link names the pinned inode */
-	if (rc == 0 && !S_ISLNK(st.st_mode)) {
+	if (rc == 0 && !S_ISLNK(st->st_mode)) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
 		if (chmod(proc, e->st.st_mode & 07777) < 0)
 			rc = fail(errno, "chmod %s", path);
 	}
+	return rc;
+}
+
+/*
+ * A directory restored in place whose owner or group is not the
+ * snapshot's now: a user may have renamed another user's directory to
+ * its name (in a shared folder), whose files the restore then removes.
+ * Given the snapshot's owner and mode first, it opened those files to
+ * the snapshot's owner while they were still there.  It is shut instead
+ * (root's, 0700: an ACL's mask then grants nobody), and gets the
+ * snapshot's owner, mode and xattrs with its times, once the changes in
+ * it are done (dir_times()).
+ */
+static int shut_dir(struct restore *r, const char *path, int pin)
+{
+	char proc[64];
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pin);
+	if (chmod(proc, 0700) < 0)
+		return fail(errno, "chmod %s", path);
+	if (fchownat(pin, "", 0, 0, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(errno, "chown %s", path);
+	if (r->nshut == r->capshut) {
+		size_t cap = r->capshut ? r->capshut * 2 : 16;
+		char **d = realloc(r->shut, cap * sizeof(*d));
+
+		if (!d)
+			return ovs_err(ENOMEM, "out of memory");
+		r->shut = d;
+		r->capshut = cap;
+	}
+	r->shut[r->nshut] = strdup(path);
+	if (!r->shut[r->nshut])
+		return ovs_err(ENOMEM, "out of memory");
+	r->nshut++;
+	return 0;
+}
+
+/* Whether path was shut (shut_dir()); it is forgotten. */
+static bool take_shut(struct restore *r, const char *path)
+{
+	for (size_t i = 0; i < r->nshut; i++)
+		if (strcmp(r->shut[i], path) == 0) {
+			free(r->shut[i]);
+			r->shut[i] = r->shut[--r->nshut];
+			return true;
+		}
+	return false;
+}
+
+/* xattrs, owner, mode, and for non-directories the times. */
+static int copy_metadata(struct restore *r, const struct ovs_rentry *e, const char *spath,
+			 const char *path)
+{
+	struct stat st;
+	int pin, rc;
+
+	pin = live_pin(r, e, path, &st);
+	if (pin < 0)
+		return pin_fail(pin, "restore the metadata of", path);
+	if (S_ISDIR(st.st_mode) && !r->to_dest &&
+	    (st.st_uid != e->st.st_uid || st.st_gid != e->st.st_gid)) {
+		rc = shut_dir(r, path, pin);
+		close(pin);
+		return rc < 0 ? rc : note_dir(r, path);
+	}
+	rc = pinned_metadata(r, e, spath, path, pin, &st);
 	close(pin);
 	if (rc < 0)
 		return rc;
@@ -1211,6 +1274,18 @@ static int dir_times(struct restore *r, const char *path)
 
 	if (in_snap < 0)
 		return ovs_err_keep(-in_snap, "%s in the snapshot", path);
+	if (in_snap && S_ISDIR(e.st.st_mode) && take_shut(r, path)) {
+		/* shut while the changes in it were made: now its metadata */
+		int rc, pin = live_pin(r, &e, path, &st);
+
+		if (pin < 0)
+			return pin_fail(pin, "restore the metadata of", path);
+		rc = pinned_metadata(r, &e, path, path, pin, &st);
+		close(pin);
+		if (rc < 0)
+			return rc;
+		return set_times(r, path, &e.st);
+	}
 	if (in_snap && S_ISDIR(e.st.st_mode) && live_lstat(r, path, &st) == 0 &&
 	    S_ISDIR(st.st_mode))
 		return set_times(r, path, &e.st);
@@ -1330,6 +1405,9 @@ static void restore_free(struct restore *r)
 	for (size_t i = 0; i < r->nparent_dirs; i++)
 		free(r->parent_dirs[i]);
 	free(r->parent_dirs);
+	for (size_t i = 0; i < r->nshut; i++)
+		free(r->shut[i]);
+	free(r->shut);
 	if (r->livefd >= 0)
 		close(r->livefd);
 	if (r->srcfd >= 0)

@@ -338,6 +338,54 @@ test_restore_does_not_follow_a_swapped_in_symlink_xfs() {
 	symlink_swap_body xfs
 }
 
+# In a shared folder (0777, not sticky) user 1001's adir held afile at
+# the take; user 1001 then emptied it and renamed user 1002's private
+# vdir (0700, its files 0644) to adir.  The restore of adir took that
+# directory for adir changed in place: it gave it to 1001 with mode 0755
+# first, and only then removed 1002's files, which 1001 could read
+# meanwhile.  The directory is now shut (root's, 0700) while the changes
+# in it are made, and gets the snapshot's owner and mode at the end.
+test_restore_shuts_a_directory_of_another_owner_first() {
+	local pause=$OVS_TMP/pause-shut pid rc
+
+	ovs_mkfs xfs 1G || return 1
+	SRC=$OVS_MNT/src
+	mkdir -p -m 0777 "$SRC/proj"
+	chmod 0777 "$SRC/proj"
+	mkdir -m 0755 "$SRC/proj/adir"
+	echo a >"$SRC/proj/adir/afile"
+	chown -R 1001:1001 "$SRC/proj/adir"
+	mkdir -m 0700 "$SRC/proj/vdir"
+	for i in 1 2 3; do echo "private $i" >"$SRC/proj/vdir/diary$i"; done
+	chmod 0644 "$SRC/proj/vdir"/diary*
+	chown -R 1002:1002 "$SRC/proj/vdir"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 1 "$OVS_OUT"
+	rm "$SRC/proj/adir/afile"
+	rmdir "$SRC/proj/adir"
+	mv -T "$SRC/proj/vdir" "$SRC/proj/adir"
+	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+		OVSNAP_TEST_RESTORE_PAUSE_MADE=proj/adir/afile \
+		"$OVSNAP" restore "$SRC" 1 proj/adir >"$OVS_TMP/shut.out" 2>"$OVS_TMP/shut.err" \
+		</dev/null &
+	pid=$!
+	for i in $(seq 1 300); do
+		[ -e "$pause.paused" ] && break
+		sleep 0.1
+	done
+	assertTrue "the restore paused after making afile" "[ -e '$pause.paused' ]"
+	assertEquals "while 1002's files are still in it, the directory is root's, 0700" \
+		"0:0 700" "$(stat -c '%u:%g %a' "$SRC/proj/adir")"
+	assertTrue "1002's files are still there at the pause" "[ -e '$SRC/proj/adir/diary1' ]"
+	touch "$pause"
+	wait "$pid"
+	rc=$?
+	assertEquals "the restore: $(cat "$OVS_TMP/shut.err")" 0 "$rc"
+	assertEquals "then the snapshot's owner and mode" "1001:1001 755" \
+		"$(stat -c '%u:%g %a' "$SRC/proj/adir")"
+	assertEquals "and only the snapshot's file in it" "afile" "$(ls "$SRC/proj/adir")"
+}
+
 # The same swap one level down, where the restore has only a name to
 # remove: g/sub/new1, made after the take in a folder whose times are put
 # back, so that g/sub itself is no change.  After g/a is made again, g/sub
