@@ -94,10 +94,12 @@ test_view_workers_ask_for_a_short_slice() {
 	ovs_run "$OVSNAP" mount "$SRC" 1 "$VIEW"
 	assertEquals "mount: $(ovs_ran)" 0 "$OVS_RC"
 	view_reads a a1
-	for p in /proc/[0-9]*; do
-		[ "$(cat "$p/comm" 2>/dev/null)" = ovsnap-viewd ] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$VIEW" && pid=${p#/proc/}
+	# its pid as mount recorded it (the daemon mounts /proc/self/fd/4,
+	# the directory mount opened, so its command line names no path)
+	for p in "$OVSNAP_RUN_DIR"/view-*.pid; do
+		[ -f "$p" ] && pid=$(cut -d' ' -f1 "$p")
 	done
+	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ovsnap-viewd ] || pid=
 	assertNotNull "the view's ovsnap-viewd" "$pid"
 	if [ -z "$(awk '$1 == "se.slice" { print $3 }' "/proc/$pid/sched" 2>/dev/null)" ] ||
 	   ! python3 -c 'import os, sys
