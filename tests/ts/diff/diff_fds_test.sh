@@ -83,4 +83,28 @@ test_deep_path_longer_than_path_max() {
 	assertTrue "diff 1: changes" '[ "$want" = "$OVS_OUT" ]'
 }
 
+# A tree made 700 directories deep after the take (as a user may), which
+# a restore and a rollback remove: they held two fds per level and
+# failed with EMFILE under 1,024 open files, every time, so a rollback
+# left pending could never finish.
+test_removing_a_tree_700_deep_under_1024_fds() {
+	local i
+
+	mkdir "$SRC/home" "$SRC/keep"
+	echo k >"$SRC/keep/k"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 1 "$OVS_OUT"
+	(cd "$SRC/home" && for ((i = 0; i < 700; i++)); do mkdir a && cd a || exit 1; done &&
+		echo deep >f) || fail "mkdir"
+	limited restore "$SRC" 1 home
+	assertEquals "restore: $(ovs_ran | head -c 300)" 0 "$OVS_RC"
+	assertFalse "the deep tree is gone" "[ -e '$SRC/home/a' ]"
+	(cd "$SRC/home" && for ((i = 0; i < 700; i++)); do mkdir a && cd a || exit 1; done) ||
+		fail "mkdir again"
+	limited rollback "$SRC" 1
+	assertEquals "rollback: $(ovs_ran | head -c 300)" 0 "$OVS_RC"
+	assertFalse "gone again" "[ -e '$SRC/home/a' ]"
+	assertEquals "the rest as it was" k "$(cat "$SRC/keep/k")"
+}
+
 . "$SHUNIT2"
