@@ -54,6 +54,7 @@ pid_t ovs_spawn_ready(const char *prog, char *const argv[], const char *log, int
 		unsetenv("OVSNAP_DELEGATED_UID");
 		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
 		unsetenv("OVSNAP_DELEGATED_GROUPS");
+		unsetenv("OVSNAP_DELEGATED_SRC_ID");
 		if (chdir("/") < 0)
 			_exit(127);
 		fd = open("/dev/null", O_RDWR);

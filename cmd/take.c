@@ -305,6 +305,7 @@ static int run_hook(const char *src, const char *key, const char *cmd, uint64_t 
 		unsetenv("OVSNAP_DELEGATED_UID");
 		unsetenv("OVSNAP_DELEGATED_TARGET_FD");
 		unsetenv("OVSNAP_DELEGATED_GROUPS");
+		unsetenv("OVSNAP_DELEGATED_SRC_ID");
 		if (chdir("/") < 0)
 			_exit(127);
 		{

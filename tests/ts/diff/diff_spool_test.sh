@@ -88,8 +88,11 @@ test_lock_let_go_before_printing() {
 
 # The cap (256 MiB) made small by a test hook; the diff run as the
 # delegate runs it (OVSNAP_DELEGATED_UID: root's work for that user).
+# As ovsnap-delegate runs the CLI: the caller's ids, and the identity of
+# the SRC it checked.
 delegated() {
-	ovs_run env OVSNAP_DELEGATED_UID=65534 OVSNAP_DELEGATED_GROUPS=65534 "$@"
+	ovs_run env OVSNAP_DELEGATED_UID=65534 OVSNAP_DELEGATED_GROUPS=65534 \
+		OVSNAP_DELEGATED_SRC_ID="$(stat -c '%d:%i' "$SRC")" "$@"
 }
 
 test_delegated_spool_cap() {
