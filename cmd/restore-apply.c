@@ -229,25 +229,31 @@ static char *parent_of(const char *path)
 	return slash ? strndup(path, slash - path) : strdup("");
 }
 
+/* A copy of path at the end of the list *paths (*n of *cap). */
+static int paths_add(char ***paths, size_t *n, size_t *cap, const char *path)
+{
+	if (*n == *cap) {
+		size_t more = *cap ? *cap * 2 : 64;
+		char **p = realloc(*paths, more * sizeof(*p));
+
+		if (!p)
+			return ovs_err(ENOMEM, "out of memory");
+		*paths = p;
+		*cap = more;
+	}
+	(*paths)[*n] = strdup(path);
+	if (!(*paths)[*n])
+		return ovs_err(ENOMEM, "out of memory");
+	(*n)++;
+	return 0;
+}
+
 static int note_dir(struct restore *r, const char *path)
 {
 	for (size_t i = r->ndirs; i > 0; i--)
 		if (strcmp(r->dirs[i - 1], path) == 0)
 			return 0;
-	if (r->ndirs == r->capdirs) {
-		size_t cap = r->capdirs ? r->capdirs * 2 : 64;
-		char **d = realloc(r->dirs, cap * sizeof(*d));
-
-		if (!d)
-			return ovs_err(ENOMEM, "out of memory");
-		r->dirs = d;
-		r->capdirs = cap;
-	}
-	r->dirs[r->ndirs] = strdup(path);
-	if (!r->dirs[r->ndirs])
-		return ovs_err(ENOMEM, "out of memory");
-	r->ndirs++;
-	return 0;
+	return paths_add(&r->dirs, &r->ndirs, &r->capdirs, path);
 }
 
 /* ---- the snapshot's side ------------------------------------------------ */
@@ -358,20 +364,7 @@ static int read_names(int fd, const char *path, char ***names, size_t *n)
 	while (rc == 0 && (errno = 0, de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (*n == cap) {
-			char **more = realloc(*names, (cap = cap ? cap * 2 : 64) * sizeof(*more));
-
-			if (!more) {
-				rc = ovs_err(ENOMEM, "out of memory");
-				break;
-			}
-			*names = more;
-		}
-		(*names)[*n] = strdup(de->d_name);
-		if (!(*names)[*n])
-			rc = ovs_err(ENOMEM, "out of memory");
-		else
-			(*n)++;
+		rc = paths_add(names, n, &cap, de->d_name);
 	}
 	if (rc == 0 && errno)
 		rc = fail(errno, "read %s", path);
@@ -689,20 +682,7 @@ static int shut_dir(struct restore *r, const char *path, int pin)
 		return fail(errno, "chmod %s", path);
 	if (fchownat(pin, "", 0, 0, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return fail(errno, "chown %s", path);
-	if (r->nshut == r->capshut) {
-		size_t cap = r->capshut ? r->capshut * 2 : 16;
-		char **d = realloc(r->shut, cap * sizeof(*d));
-
-		if (!d)
-			return ovs_err(ENOMEM, "out of memory");
-		r->shut = d;
-		r->capshut = cap;
-	}
-	r->shut[r->nshut] = strdup(path);
-	if (!r->shut[r->nshut])
-		return ovs_err(ENOMEM, "out of memory");
-	r->nshut++;
-	return 0;
+	return paths_add(&r->shut, &r->nshut, &r->capshut, path);
 }
 
 /* Whether path was shut (shut_dir()); it is forgotten. */
