@@ -51,6 +51,29 @@ manifest() {
 	"$MANIFEST" "$@" "$SRC"
 }
 
+# paused_restore PAUSE MADE OUT ARGS...: ovsnap restore ARGS in the
+# background (its pid in PAUSED_PID, stdout in OUT.out, stderr in
+# OUT.err), held by the test hook once it has made MADE ("" for: once it
+# knows its changes), until PAUSE exists; waits until it is held there.
+paused_restore() {
+	local pause=$1 made=$2 out=$3
+
+	shift 3
+	rm -f "$pause" "$pause.paused"
+	if [ -n "$made" ]; then
+		env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+			OVSNAP_TEST_RESTORE_PAUSE_MADE="$made" \
+			"$OVSNAP" restore "$@" >"$out.out" 2>"$out.err" </dev/null &
+	else
+		env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
+			"$OVSNAP" restore "$@" >"$out.out" 2>"$out.err" </dev/null &
+	fi
+	PAUSED_PID=$!
+	ovs_wait_until 60 "[ -e '$pause.paused' ]"
+	assertTrue "the restore is held by the hook${made:+ after making $made}" \
+		"[ -e '$pause.paused' ] && kill -0 $PAUSED_PID"
+}
+
 # Every kind of change after snapshot 1, through the snapshot mount.
 change_all() {
 	echo changed >"$SRC/f"
@@ -301,15 +324,8 @@ symlink_swap_body() {	# symlink_swap_body FSTYPE
 	for n in file n1 n2 n3 n4; do echo "sentinel $n" >"$out/$n"; done
 	chmod 0644 "$out"/*
 	"$MANIFEST" "$out" >"$OVS_TMP/out.before"
-	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
-		"$OVSNAP" restore "$SRC" 1 d >"$OVS_TMP/swap.out" 2>"$OVS_TMP/swap.err" </dev/null &
-	pid=$!
-	for i in $(seq 1 300); do
-		[ -e "$pause.paused" ] && break
-		sleep 0.1
-	done
-	assertTrue "the restore reached the pause hook" "[ -e '$pause.paused' ]"
-	assertTrue "the restore waits in it" "kill -0 $pid"
+	paused_restore "$pause" "" "$OVS_TMP/swap" "$SRC" 1 d
+	pid=$PAUSED_PID
 	mv "$SRC/d" "$SRC/d.moved"
 	ln -s "$out" "$SRC/d"
 	touch "$pause"
@@ -364,16 +380,8 @@ test_restore_shuts_a_directory_of_another_owner_first() {
 	rm "$SRC/proj/adir/afile"
 	rmdir "$SRC/proj/adir"
 	mv -T "$SRC/proj/vdir" "$SRC/proj/adir"
-	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
-		OVSNAP_TEST_RESTORE_PAUSE_MADE=proj/adir/afile \
-		"$OVSNAP" restore "$SRC" 1 proj/adir >"$OVS_TMP/shut.out" 2>"$OVS_TMP/shut.err" \
-		</dev/null &
-	pid=$!
-	for i in $(seq 1 300); do
-		[ -e "$pause.paused" ] && break
-		sleep 0.1
-	done
-	assertTrue "the restore paused after making afile" "[ -e '$pause.paused' ]"
+	paused_restore "$pause" proj/adir/afile "$OVS_TMP/shut" "$SRC" 1 proj/adir
+	pid=$PAUSED_PID
 	assertEquals "while 1002's files are still in it, the directory is root's, 0700" \
 		"0:0 700" "$(stat -c '%u:%g %a' "$SRC/proj/adir")"
 	assertTrue "1002's files are still there at the pause" "[ -e '$SRC/proj/adir/diary1' ]"
@@ -406,15 +414,8 @@ test_restore_fails_when_a_folder_above_becomes_a_symlink() {
 	touch -r "$SRC/g/sub" "$OVS_TMP/t"
 	echo n >"$SRC/g/sub/new1"
 	touch -r "$OVS_TMP/t" "$SRC/g/sub"
-	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
-		OVSNAP_TEST_RESTORE_PAUSE_MADE=g/a \
-		"$OVSNAP" restore "$SRC" 1 g >"$OVS_TMP/g.out" 2>"$OVS_TMP/g.err" </dev/null &
-	pid=$!
-	for i in $(seq 1 300); do
-		[ -e "$pause.paused" ] && break
-		sleep 0.1
-	done
-	assertTrue "the restore paused after making g/a" "[ -e '$pause.paused' ]"
+	paused_restore "$pause" g/a "$OVS_TMP/g" "$SRC" 1 g
+	pid=$PAUSED_PID
 	mv "$SRC/g/sub" "$SRC/g/sub.real"
 	ln -s sub.real "$SRC/g/sub"
 	touch "$pause"
@@ -503,11 +504,8 @@ restore_swap_body() {	# restore_swap_body FSTYPE NAME
 
 	user_home_volume "$fs" "$sig" || return
 	rm "$SRC/home/secret" "$SRC/home/prog"
-	env OVSNAPD_TEST_HOOKS=1 OVSNAP_TEST_RESTORE_PAUSE="$pause" \
-		OVSNAP_TEST_RESTORE_PAUSE_MADE="home/$name" \
-		"$OVSNAP" restore "$SRC" 1 home >"$OVS_TMP/r.out" 2>"$OVS_TMP/r.err" </dev/null &
-	rpid=$!
-	ovs_wait_until 60 "[ -e '$pause.paused' ]" || fail "the restore did not make home/$name"
+	paused_restore "$pause" "home/$name" "$OVS_TMP/r" "$SRC" 1 home
+	rpid=$PAUSED_PID
 	setpriv --reuid="$OVS_UID" --regid="$OVS_GID" --clear-groups --inh-caps=-all \
 		--bounding-set=-all -- /usr/bin/python3 - "$SRC/home" "$name" "$sig" \
 		>"$OVS_TMP/user.out" 2>&1 <<'PY' &
