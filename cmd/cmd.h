@@ -93,6 +93,10 @@ char *ovs_resolve_source(const char *cmd, const char *arg);
  * OVSNAP_DELEGATED_UID at all. */
 long ovs_delegated_uid(void);
 
+/* How many bytes at s make one character shown as it is in text output:
+ * printable ASCII or valid UTF-8 that is no control character (C0, DEL,
+ * C1) nor bidirectional mark or override; 0 for a byte to show escaped. */
+size_t ovs_utf8_shown(const char *s);
 /* A JSON string on stdout, with the escapes RFC 8259 requires. */
 void ovs_json_string(const char *s);
 /* {"id": N, "name": "NAME"} (name null when none), for drop and merge

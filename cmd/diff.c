@@ -76,21 +76,26 @@ static const struct {
 	{ OVS_DIFF_XATTRS, "xattrs" },
 };
 
-/* A path on one line: control bytes and '\' as \ooo octal (as zfs diff
- * does), so that every change is exactly one line. */
+/* A path on one line: '\' and every byte not shown as it is (control
+ * bytes, C1 controls, bidirectional overrides, bytes of no valid UTF-8:
+ * ovs_utf8_shown()) as \ooo octal, as zfs diff does, so that every
+ * change is exactly one line and no name moves the cursor or hides a
+ * line on a terminal. */
 static void print_path(const char *p)
 {
 	if (!*p) {
 		putchar('.');
 		return;
 	}
-	for (; *p; p++) {
-		unsigned char c = *p;
+	while (*p) {
+		size_t n = *p == '\\' ? 0 : ovs_utf8_shown(p);
 
-		if (c < 0x20 || c == 0x7f || c == '\\')
-			printf("\\%03o", c);
-		else
-			putchar(c);
+		if (n) {
+			fwrite(p, 1, n, stdout);
+			p += n;
+		} else {
+			printf("\\%03o", (unsigned char)*p++);
+		}
 	}
 }
 

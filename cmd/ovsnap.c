@@ -61,13 +61,37 @@ struct poptOption ovs_help_options[] = {
 	POPT_TABLEEND
 };
 
+/* s on stderr, each byte that ovs_utf8_shown() would not show as \ooo:
+ * a path in a message (a user's name for a file) must not move the
+ * cursor, erase the line or print a line of its own. */
+static void put_shown(const char *s)
+{
+	while (*s) {
+		size_t n = ovs_utf8_shown(s);
+
+		if (n) {
+			fwrite(s, 1, n, stderr);
+			s += n;
+		} else {
+			fprintf(stderr, "\\%03o", (unsigned char)*s++);
+		}
+	}
+}
+
 static void verror(const char *fmt, va_list ap, const char *tail)
 {
+	char *msg = NULL;
+
 	fflush(stdout);
 	fprintf(stderr, "%s: ", ovs_progname);
-	vfprintf(stderr, fmt, ap);
-	if (tail)
-		fprintf(stderr, ": %s", tail);
+	if (vasprintf(&msg, fmt, ap) >= 0) {
+		put_shown(msg);
+		free(msg);
+	}
+	if (tail) {
+		fputs(": ", stderr);
+		put_shown(tail);
+	}
 	fputc('\n', stderr);
 }
 
@@ -370,6 +394,43 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		}
 	}
 	return real;
+}
+
+size_t ovs_utf8_shown(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	if (p[0] < 0x80)
+		return p[0] >= 0x20 && p[0] != 0x7f;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	/* overlong, surrogates, beyond U+10FFFF */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	/* C1 controls (a terminal takes U+009B for ESC [), and the marks
+	 * and overrides that reorder what follows them on screen */
+	if (cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+		return 0;
+	return n;
 }
 
 /* JSON string with the escapes RFC 8259 requires; other bytes pass as they

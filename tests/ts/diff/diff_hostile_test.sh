@@ -68,4 +68,34 @@ test_a_fifo_swapped_in_is_never_waited_for() {
 	assertEquals "take afterwards: $(ovs_ran)" 2 "$OVS_OUT"
 }
 
+# Names a user gives files, shown to root: a diff line and an error line
+# passed C1 controls (U+009B is ESC [ to a terminal), bidirectional
+# overrides and bytes of no valid UTF-8 as they were, so a name could
+# move the cursor, erase a line or print a fake one ("restored 3 paths").
+# They are now \ooo octal, as control bytes already were; valid UTF-8
+# (aé) is shown as it is.
+test_names_never_reach_the_terminal_raw() {
+	local csi rlo bad shown
+	csi=$(printf 'c1\302\2332K')
+	rlo=$(printf 'rlo\342\200\256txt.exe')
+	bad=$(printf 'bad\377')
+
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 1 "$OVS_OUT"
+	touch "$SRC/$csi" "$SRC/$rlo" "$SRC/$bad" "$SRC/aé" "$SRC/$(printf 'esc\033[1A')"
+	ovs_run "$OVSNAP" diff "$SRC" 1
+	assertEquals "diff: $(ovs_ran)" 0 "$OVS_RC"
+	assertEquals "every name escaped but aé" "$(printf '%s\n' \
+		'+	aé' '+	bad\377' '+	c1\302\2332K' '+	esc\033[1A' '+	rlo\342\200\256txt.exe')" \
+		"$(printf '%s\n' "$OVS_OUT" | sort)"
+	ovs_run "$OVSNAP" list "$OVS_TMP/$(printf 'nope\033[2K\r\302\233')"
+	assertEquals "list of a path that is not there: exit" 1 "$OVS_RC"
+	shown=0
+	case $OVS_ERR in *'nope\033[2K\015\302\233: No such file'*) shown=1 ;; esac
+	assertEquals "its error line shows the name escaped: $(printf '%s' "$OVS_ERR" | od -c |
+		head -3)" 1 "$shown"
+	case $OVS_ERR in *$'\033'* | *$'\r'*) shown=raw ;; esac
+	assertEquals "and nothing raw" 1 "$shown"
+}
+
 . "$SHUNIT2"
