@@ -1042,11 +1042,32 @@ static int make_object_at(struct restore *r, const struct ovs_rentry *e, const c
 				return rc;
 		}
 		if (first) {
+			struct stat fst;
+			int pin;
+
+			/*
+			 * The partner pinned, and linked by its fd: it must be
+			 * a file with the snapshot's owner and size.  By name,
+			 * whatever a user had put at it since it was chosen
+			 * (their own file, renamed over an unchanged partner)
+			 * got linked into place, exit 0.
+			 */
 			ffd = live_parent(r, first, &fname);
 			if (ffd < 0)
 				return parent_fail(ffd, "link to", first);
-			rc = linkat(ffd, fname, pfd, name, 0) < 0 ? -errno : 0;
+			pin = openat(ffd, fname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			rc = pin < 0 ? -errno : 0;
 			close(ffd);
+			if (rc == 0 && (fstat(pin, &fst) < 0 || !S_ISREG(fst.st_mode) ||
+					fst.st_uid != e->st.st_uid || fst.st_gid != e->st.st_gid ||
+					fst.st_size != e->st.st_size))
+				rc = -EAGAIN;
+			if (rc == 0 && linkat(pin, "", pfd, name, AT_EMPTY_PATH) < 0)
+				rc = -errno;
+			if (pin >= 0)
+				close(pin);
+			if (rc == -EAGAIN)
+				return pin_fail(rc, "link to", first);
 			if (rc < 0)
 				return fail(-rc, "link %s to %s", path, first);
 			return 0;

@@ -354,6 +354,39 @@ test_restore_does_not_follow_a_swapped_in_symlink_xfs() {
 	symlink_swap_body xfs
 }
 
+# etc/L2 and proj/L1 were one file (root's) at the take; etc/L2 is gone
+# since.  The restore of etc/L2 links it to the unchanged proj/L1; while
+# it is held after listing its changes, user 1001 renames a file of
+# theirs over proj/L1 (proj is theirs to write).  The restore linked
+# whatever was at the name: the user's file, with their data, in root's
+# etc, exit 0.  It now links the partner by its fd, once it is the
+# snapshot's owner's and size, and else stops in one line.
+test_restore_links_only_the_snapshots_partner() {
+	local pause=$OVS_TMP/pause-link rc
+
+	ovs_mkfs xfs 1G || return 1
+	SRC=$OVS_MNT/src
+	mkdir -p "$SRC/etc" "$SRC/proj"
+	chmod 0777 "$SRC/proj"
+	echo good >"$SRC/etc/L2"
+	ln "$SRC/etc/L2" "$SRC/proj/L1"
+	ovs_run "$OVSNAP" take "$SRC"
+	assertEquals "take: $(ovs_ran)" 1 "$OVS_OUT"
+	rm "$SRC/etc/L2"
+	paused_restore "$pause" "" "$OVS_TMP/link" "$SRC" 1 etc/L2
+	echo attacker >"$SRC/proj/m"
+	chown 1001:1001 "$SRC/proj/m"
+	mv -f "$SRC/proj/m" "$SRC/proj/L1"
+	touch "$pause"
+	wait "$PAUSED_PID"
+	rc=$?
+	assertEquals "the restore stops: $(cat "$OVS_TMP/link.err")" 1 "$rc"
+	assertContains "saying the partner changed" "$(cat "$OVS_TMP/link.err")" \
+		"changed during the restore"
+	assertNotEquals "the user's file is not linked into etc" 1001 \
+		"$(stat -c %u "$SRC/etc/L2" 2>/dev/null)"
+}
+
 # In a shared folder (0777, not sticky) user 1001's adir held afile at
 # the take; user 1001 then emptied it and renamed user 1002's private
 # vdir (0700, its files 0644) to adir.  The restore of adir took that
