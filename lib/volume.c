@@ -791,9 +791,10 @@ int ovs_volume_reindex(const struct ovs_volume *v)
 
 /* The store folder of source: the index first, then the default store (an
  * index lost with /var still leaves the volume reachable). */
-static int find_folder(const char *source, const char *esc, char *folder, size_t len)
+/* The folder the index entry esc names: 0, -ENOENT (no entry, no
+ * message) or another -errno with the error set. */
+static int index_read(const char *esc, char *folder, size_t len)
 {
-	struct ovs_mountinfo mi;
 	char idx[PATH_MAX];
 	ssize_t n = -1;
 	int rc, dfd;
@@ -813,8 +814,16 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 		folder[n] = '\0';
 		return 0;
 	}
-	if (errno != ENOENT)
-		return ovs_err(errno, "%s: %m", idx);
+	return errno == ENOENT ? -ENOENT : ovs_err(errno, "%s: %m", idx);
+}
+
+static int find_folder(const char *source, const char *esc, char *folder, size_t len)
+{
+	struct ovs_mountinfo mi;
+	int rc = index_read(esc, folder, len);
+
+	if (rc != -ENOENT)
+		return rc;
 	if (ovs_mount_find(source, &mi) < 0)
 		return ovs_err(ENOENT, "not an ovsnap volume");
 	snprintf(folder, len, "%s/%s/%s", strcmp(mi.target, "/") == 0 ? "" : mi.target,
@@ -830,23 +839,6 @@ static int find_folder(const char *source, const char *esc, char *folder, size_t
 			return ovs_err(ENOENT, "not an ovsnap volume");
 	}
 	return 0;
-}
-
-/* Whether src, exactly as given, is a registered source. */
-static bool indexed_as_given(const char *src)
-{
-	char esc[NAME_MAX + 1], folder[PATH_MAX];
-	ssize_t n = -1;
-	int dfd;
-
-	if (ovs_path_escape(src, esc, sizeof(esc)) < 0)
-		return false;
-	dfd = index_open(false);
-	if (dfd >= 0) {
-		n = readlinkat(dfd, esc, folder, sizeof(folder) - 1);
-		close(dfd);
-	}
-	return n >= 0;
 }
 
 int ovs_volume_open(const char *src, struct ovs_volume **out)
@@ -866,15 +858,22 @@ int ovs_volume_open(const char *src, struct ovs_volume **out)
 	 * Anything else is resolved; a source deleted since it was
 	 * registered is still a volume.
 	 */
-	real = indexed_as_given(src) ? strdup(src) : realpath(src, NULL);
-	if (!real && !(real = strdup(src)))
-		return ovs_err(ENOMEM, "out of memory");
-	rc = ovs_path_escape(real, esc, sizeof(esc));
-	if (rc == 0)
-		rc = find_folder(real, esc, folder, sizeof(folder));
-	if (rc < 0) {
-		free(real);
-		return rc;
+	if (ovs_path_escape(src, esc, sizeof(esc)) == 0 &&
+	    index_read(esc, folder, sizeof(folder)) == 0) {
+		real = strdup(src);
+		if (!real)
+			return ovs_err(ENOMEM, "out of memory");
+	} else {
+		real = realpath(src, NULL);
+		if (!real && !(real = strdup(src)))
+			return ovs_err(ENOMEM, "out of memory");
+		rc = ovs_path_escape(real, esc, sizeof(esc));
+		if (rc == 0)
+			rc = find_folder(real, esc, folder, sizeof(folder));
+		if (rc < 0) {
+			free(real);
+			return rc;
+		}
 	}
 	v = volume_new(real, folder);
 	free(real);
