@@ -8,6 +8,7 @@
 #include <popt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include "libovsnap.h"
 
@@ -93,10 +94,11 @@ char *ovs_resolve_source(const char *cmd, const char *arg);
  * OVSNAP_DELEGATED_UID at all. */
 long ovs_delegated_uid(void);
 
-/* How many bytes at s make one character shown as it is in text output:
- * printable ASCII or valid UTF-8 that is no control character (C0, DEL,
- * C1) nor bidirectional mark or override; 0 for a byte to show escaped. */
-size_t ovs_utf8_shown(const char *s);
+/* s on f, every byte that is not printable ASCII nor part of valid UTF-8
+ * shown as it is as \ooo octal: control characters (C0, DEL, C1), the
+ * bidirectional marks and overrides, bytes of no valid UTF-8, and with
+ * backslash set '\' too. */
+void ovs_put_shown(FILE *f, const char *s, bool backslash);
 /* A JSON string on stdout, with the escapes RFC 8259 requires. */
 void ovs_json_string(const char *s);
 /* {"id": N, "name": "NAME"} (name null when none), for drop and merge

@@ -76,27 +76,16 @@ static const struct {
 	{ OVS_DIFF_XATTRS, "xattrs" },
 };
 
-/* A path on one line: '\' and every byte not shown as it is (control
- * bytes, C1 controls, bidirectional overrides, bytes of no valid UTF-8:
- * ovs_utf8_shown()) as \ooo octal, as zfs diff does, so that every
- * change is exactly one line and no name moves the cursor or hides a
- * line on a terminal. */
+/* A path on one line: '\' and every byte not shown as it is as \ooo
+ * octal (ovs_put_shown()), as zfs diff does, so that every change is
+ * exactly one line and no name moves the cursor or hides a line on a
+ * terminal. */
 static void print_path(const char *p)
 {
-	if (!*p) {
+	if (!*p)
 		putchar('.');
-		return;
-	}
-	while (*p) {
-		size_t n = *p == '\\' ? 0 : ovs_utf8_shown(p);
-
-		if (n) {
-			fwrite(p, 1, n, stdout);
-			p += n;
-		} else {
-			printf("\\%03o", (unsigned char)*p++);
-		}
-	}
+	else
+		ovs_put_shown(stdout, p, true);
 }
 
 struct spool;

@@ -61,19 +61,56 @@ struct poptOption ovs_help_options[] = {
 	POPT_TABLEEND
 };
 
-/* s on stderr, each byte that ovs_utf8_shown() would not show as \ooo:
- * a path in a message (a user's name for a file) must not move the
- * cursor, erase the line or print a line of its own. */
-static void put_shown(const char *s)
+/* How many bytes at s make one character shown as it is in text output:
+ * printable ASCII or valid UTF-8 that is no control character (C0, DEL,
+ * C1) nor bidirectional mark or override; 0 for a byte to show escaped. */
+static size_t utf8_shown(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	if (p[0] < 0x80)
+		return p[0] >= 0x20 && p[0] != 0x7f;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	/* overlong, surrogates, beyond U+10FFFF */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	/* C1 controls (a terminal takes U+009B for ESC [), and the marks
+	 * and overrides that reorder what follows them on screen */
+	if (cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+		return 0;
+	return n;
+}
+
+void ovs_put_shown(FILE *f, const char *s, bool backslash)
 {
 	while (*s) {
-		size_t n = ovs_utf8_shown(s);
+		size_t n = backslash && *s == '\\' ? 0 : utf8_shown(s);
 
 		if (n) {
-			fwrite(s, 1, n, stderr);
+			fwrite(s, 1, n, f);
 			s += n;
 		} else {
-			fprintf(stderr, "\\%03o", (unsigned char)*s++);
+			fprintf(f, "\\%03o", (unsigned char)*s++);
 		}
 	}
 }
@@ -84,13 +121,15 @@ static void verror(const char *fmt, va_list ap, const char *tail)
 
 	fflush(stdout);
 	fprintf(stderr, "%s: ", ovs_progname);
+	/* a path in a message (a user's name for a file) must not move the
+	 * cursor, erase the line or print a line of its own */
 	if (vasprintf(&msg, fmt, ap) >= 0) {
-		put_shown(msg);
+		ovs_put_shown(stderr, msg, false);
 		free(msg);
 	}
 	if (tail) {
 		fputs(": ", stderr);
-		put_shown(tail);
+		ovs_put_shown(stderr, tail, false);
 	}
 	fputc('\n', stderr);
 }
@@ -338,11 +377,12 @@ char *ovs_resolve_source(const char *cmd, const char *given)
 
 static char *resolve_absolute_source(const char *cmd, const char *arg)
 {
+	bool delegated = ovs_delegated_uid() >= 0;
 	char *real, *slash;
 	struct stat st;
 
 	real = realpath(arg, NULL);
-	if (!real && (errno == ENOTCONN || errno == EIO) && ovs_delegated_uid() < 0) {
+	if (!real && (errno == ENOTCONN || errno == EIO) && !delegated) {
 		/* SRC under the mount of a dead daemon, or of one whose
 		 * filesystem was shut down: still a volume's source; resolve
 		 * its parent instead. */
@@ -368,7 +408,7 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		return NULL;
 	}
 	if (stat(real, &st) < 0) {
-		if ((errno == ENOTCONN || errno == EIO) && ovs_delegated_uid() < 0)
+		if ((errno == ENOTCONN || errno == EIO) && !delegated)
 			return real;
 		ovs_error("%s %s: %s", cmd, arg, strerror(errno));
 		free(real);
@@ -379,7 +419,7 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		free(real);
 		return NULL;
 	}
-	if (ovs_delegated_uid() >= 0) {
+	if (delegated) {
 		/* ovsnap-delegate checked the directory it found as the
 		 * caller: this must be that one (ovsnap-delegate(8)). */
 		const char *e = getenv("OVSNAP_DELEGATED_SRC_ID");
@@ -394,43 +434,6 @@ static char *resolve_absolute_source(const char *cmd, const char *arg)
 		}
 	}
 	return real;
-}
-
-size_t ovs_utf8_shown(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	if (p[0] < 0x80)
-		return p[0] >= 0x20 && p[0] != 0x7f;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		n = 2;
-		cp = p[0] & 0x1f;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		n = 3;
-		cp = p[0] & 0x0f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		n = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	/* overlong, surrogates, beyond U+10FFFF */
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	/* C1 controls (a terminal takes U+009B for ESC [), and the marks
-	 * and overrides that reorder what follows them on screen */
-	if (cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
-	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
-		return 0;
-	return n;
 }
 
 /* JSON string with the escapes RFC 8259 requires; other bytes pass as they
