@@ -519,7 +519,7 @@ int main(int argc, char **argv)
 		die("%s: cannot drop privileges: %s", cmd->name, strerror(errno));
 	if (cmd->needs_volume) {
 		struct stat sst;
-		char id[64], fdpath[64];
+		char id[64];
 		int fd;
 
 		/*
@@ -534,18 +534,17 @@ int main(int argc, char **argv)
 		fd = open(pos[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
 			die("%s %s: %s", cmd->name, pos[0], strerror(errno));
-		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-		src = realpath(fdpath, NULL);
-		if (!src || fstat(fd, &sst) < 0)
+		src = ovs_fd_path(fd);
+		if (!src)
+			die("%s %s: cannot tell its path", cmd->name, pos[0]);
+		if (fstat(fd, &sst) < 0)
 			die("%s %s: %s", cmd->name, pos[0], strerror(errno));
 		close(fd);
 		snprintf(id, sizeof(id), "%ju:%ju", (uintmax_t)sst.st_dev, (uintmax_t)sst.st_ino);
 		setenv("OVSNAP_DELEGATED_SRC_ID", id, 1);
 	}
 	if (strcmp(cmd->name, "mount") == 0) {
-		char fdpath[64];
 		struct stat st;
-		ssize_t n;
 		int fd;
 
 		/*
@@ -566,19 +565,14 @@ int main(int argc, char **argv)
 			die("mount: %s: permission denied (users may mount views on disk "
 			    "filesystems and tmpfs only; not on proc, sysfs, FUSE, views, ...)",
 			    pos[2]);
-		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-		target = malloc(PATH_MAX);
-		n = target ? readlink(fdpath, target, PATH_MAX - 1) : -1;
-		if (n <= 0 || target[0] != '/')
+		target = ovs_fd_path(fd);
+		if (!target)
 			die("mount: %s: cannot tell its path", pos[2]);
-		target[n] = 0;
 		if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
 			die("mount: %s", strerror(errno));
 	} else if (strcmp(cmd->name, "umount") == 0) {
-		char fdpath[64];
 		struct stat st;
 		long id, pid_;
-		ssize_t n;
 		int fd, up;
 
 		/*
@@ -598,12 +592,9 @@ int main(int argc, char **argv)
 		if (up < 0 || id < 0 || id == pid_)
 			die("umount: %s: not an ovsnap snapshot view", pos[0]);
 		close(up);
-		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-		target = malloc(PATH_MAX);
-		n = target ? readlink(fdpath, target, PATH_MAX - 1) : -1;
-		if (n <= 0 || target[0] != '/')
+		target = ovs_fd_path(fd);
+		if (!target)
 			die("umount: %s: cannot tell its path", pos[0]);
-		target[n] = 0;
 		if (fd != TARGET_FD && (dup2(fd, TARGET_FD) < 0 || close(fd) < 0))
 			die("umount: %s", strerror(errno));
 	}

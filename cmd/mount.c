@@ -128,7 +128,7 @@ static int parse_view_options(const char *optstr, struct view_mount_opts *o)
 static char *check_target(const char *arg, struct ovs_volume *v, int *fd)
 {
 	struct stat st;
-	char *real = NULL, fstype[64], proc[64];
+	char *real = NULL, fstype[64];
 	int rc;
 
 	*fd = open(arg, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -143,10 +143,9 @@ static char *check_target(const char *arg, struct ovs_volume *v, int *fd)
 			ovs_error("mount: %s: %s", arg, strerror(errno));
 		return NULL;
 	}
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", *fd);
-	real = realpath(proc, NULL);
+	real = ovs_fd_path(*fd);
 	if (!real) {
-		ovs_error("mount: %s: %s", arg, strerror(errno));
+		ovs_error("mount: %s: cannot tell its path", arg);
 		goto fail;
 	}
 	if (fstat(*fd, &st) < 0 || !S_ISDIR(st.st_mode)) {

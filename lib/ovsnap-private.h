@@ -141,6 +141,9 @@ int ovs_volume_forget_unmark(const struct ovs_volume *v);
 void ovs_log_open(const char *ident);
 /* The mount id of what fd is on (fdinfo's mnt_id), or -1 (lib/util.c). */
 long ovs_fd_mnt_id(int fd);
+/* The absolute path of what fd is open on, as the kernel names it (no
+ * lookup again), malloc'ed; NULL when there is none (lib/util.c). */
+char *ovs_fd_path(int fd);
 /* "-N" with digits only: a snapshot reference such as -1, an argument
  * rather than an option (lib/util.c). */
 bool ovs_negative_number(const char *arg);

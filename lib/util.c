@@ -461,6 +461,23 @@ long ovs_fd_mnt_id(int fd)
 	return id;
 }
 
+char *ovs_fd_path(int fd)
+{
+	char proc[64], *path = malloc(PATH_MAX);
+	ssize_t n;
+
+	if (!path)
+		return NULL;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, path, PATH_MAX - 1);
+	if (n <= 0 || path[0] != '/') {
+		free(path);
+		return NULL;
+	}
+	path[n] = 0;
+	return path;
+}
+
 bool ovs_negative_number(const char *arg)
 {
 	if (arg[0] != '-' || !arg[1])
